@@ -1,0 +1,1 @@
+"""bookie/client package."""

@@ -1,0 +1,1 @@
+"""clients/protocol package."""

@@ -1,0 +1,72 @@
+"""The `quire` command: one click group whose subcommands each package contributes.
+
+Subcommands are loaded lazily (``module:attribute``) so `quire --help` and light commands do
+not pay for importing pyspark or the broker. A package adds a command by adding a line to
+``COMMANDS``; the module it names holds a click command or group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+# name -> "module:attribute" of a click.Command; each package owns its own module.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "metadata": ("metadata.cli:metadata", "inspect and edit the metadata store"),
+    "bookie": ("bookie.cli:bookie", "run a bookie (storage server)"),
+    "bookie-shell": ("bookie.cli:bookie_shell", "inspect a bookie's journal, entry logs and index"),
+    "broker": ("broker.cli:broker", "run a broker"),
+    "standalone": ("broker.cli:standalone", "run metadata store + bookie + broker in one process"),
+    "produce": ("clients.cli:produce", "produce messages to a topic"),
+    "consume": ("clients.cli:consume", "consume messages from a subscription"),
+    "read": ("clients.cli:read", "read a topic with a reader"),
+    "perf": ("clients.cli:perf", "throughput and latency load generator"),
+    "admin": ("clients.cli:admin", "admin REST client"),
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that subcommand runs."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n in COMMANDS if self._available(n))
+
+    @staticmethod
+    def _available(name: str) -> bool:
+        module = COMMANDS[name][0].split(":")[0]
+        return importlib.util.find_spec(module) is not None
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[name]
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            return None
+        return getattr(module, attr, None)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help comes from the table so listing does not import every package.
+        rows = [(n, COMMANDS[n][1]) for n in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="quire")
+def cli() -> None:
+    """quire: a Pulsar-style message queue (brokers, managed ledgers, bookies)."""
+
+
+def main() -> None:
+    """Console-script entry point (also `python -m quire`)."""
+    cli(prog_name="quire")
+
+
+if __name__ == "__main__":
+    main()
