@@ -1,0 +1,324 @@
+"""The broker/client <-> bookie wire protocol: a pure codec (bytes in, objects out).
+
+Frame layout (all integers big-endian)::
+
+    [u32 total_len][u32 header_len][msgpack header][body]
+
+``total_len`` counts every byte after itself (``4 + header_len + len(body)``) and is bounded by
+the decoder's ``max_frame_size``. The header is a msgpack *array* (positional, cheaper than a
+map on the hot path):
+
+* request:  ``[op, request_id, ledger_id, entry_id, flags, master_key, previous_lac,
+  timeout_ms, last_entry_id, max_entries, max_bytes]``; body = the entry bytes (ADD) or the
+  LAC body (WRITE_LAC), empty otherwise.
+* response: ``[op, request_id, status, ledger_id, entry_id, lac, last_entry_id, free_disk,
+  total_disk, entry_lengths]``; body = ``body`` followed by every entry of ``entries``
+  (``entry_lengths`` gives their sizes, so ``body`` is what precedes them).
+
+Semantics the server implements (summarised here because the client codes against them):
+READ of entry -1 reads the LAC; READ with FENCE (entry -1) fences the ledger durably and
+returns the last entry the bookie holds in ``body`` (NO_ENTRY if none) with ``lac``; a READ
+with ``previous_lac >= 0`` and ``timeout_ms > 0`` is a long poll answered once LAC >
+previous_lac or at the timeout, with PIGGYBACK also carrying entry previous_lac+1 in ``body``;
+RANGE_READ returns ``entries`` for ``[entry_id, last_entry_id]`` bounded by ``max_entries``
+and ``max_bytes``.
+
+No sockets and no trio here: the server, the ledger client, the tests and the fuzzers all
+share this module (see h11 for the model).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+
+import msgpack
+
+from bookie.errors import FrameTooLargeError, ProtocolError
+
+__all__ = [
+    "Op",
+    "Status",
+    "Flag",
+    "Request",
+    "Response",
+    "encode_request",
+    "encode_response",
+    "encode_frame",
+    "FrameDecoder",
+    "decode_request",
+    "decode_response",
+    "ProtocolError",
+    "FrameTooLargeError",
+    "MAX_FRAME_SIZE",
+]
+
+# The largest entry is 5 MiB (Pulsar's maxMessageSize); 64 KiB leaves room for the header.
+MAX_FRAME_SIZE = 5 * 1024 * 1024 + 64 * 1024
+
+_U32 = struct.Struct(">I")
+_U32_PAIR = struct.Struct(">II")
+_U32_MAX = 0xFFFFFFFF
+
+
+class Op(enum.IntEnum):
+    ADD = 1
+    READ = 2
+    READ_LAC = 3
+    WRITE_LAC = 4
+    RANGE_READ = 5
+    BOOKIE_INFO = 6
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    NO_LEDGER = 402
+    NO_ENTRY = 403
+    BAD_REQUEST = 404
+    IO = 501
+    UNAUTHORIZED = 502
+    BAD_VERSION = 503
+    FENCED = 504
+    READ_ONLY = 505
+    TOO_MANY_REQUESTS = 506
+
+
+class Flag(enum.IntFlag):
+    RECOVERY_ADD = 1
+    FENCE = 2
+    PIGGYBACK = 4
+    HIGH_PRIORITY = 8
+
+
+# int -> enum member lookups; dict access is much cheaper than Enum.__call__ on the hot path.
+_OPS = {int(o): o for o in Op}
+_STATUSES = {int(s): s for s in Status}
+_ALL_FLAGS = int(Flag.RECOVERY_ADD | Flag.FENCE | Flag.PIGGYBACK | Flag.HIGH_PRIORITY)
+
+
+@dataclass(slots=True)
+class Request:
+    op: Op
+    request_id: int
+    ledger_id: int = 0
+    entry_id: int = 0
+    flags: int = 0
+    master_key: bytes = b""
+    body: bytes = b""
+    previous_lac: int = -1
+    timeout_ms: int = 0
+    last_entry_id: int = -1
+    max_entries: int = 0
+    max_bytes: int = 0
+
+
+@dataclass(slots=True)
+class Response:
+    op: Op
+    request_id: int
+    status: Status
+    ledger_id: int = 0
+    entry_id: int = 0
+    body: bytes = b""
+    entries: list[bytes] = field(default_factory=list)
+    lac: int = -1
+    last_entry_id: int = -1
+    free_disk: int = 0
+    total_disk: int = 0
+
+
+_packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+def encode_frame(header: list, body: bytes | bytearray | memoryview = b"") -> bytes:
+    """One frame from an already-built header array and a body."""
+    h = _packb(header)
+    return b"".join((_U32_PAIR.pack(4 + len(h) + len(body), len(h)), h, body))
+
+
+def encode_request(req: Request) -> bytes:
+    """The whole frame for a request."""
+    return encode_frame(
+        [
+            int(req.op),
+            req.request_id,
+            req.ledger_id,
+            req.entry_id,
+            int(req.flags),
+            req.master_key,
+            req.previous_lac,
+            req.timeout_ms,
+            req.last_entry_id,
+            req.max_entries,
+            req.max_bytes,
+        ],
+        req.body,
+    )
+
+
+def encode_response(resp: Response) -> bytes:
+    """The whole frame for a response."""
+    entries = resp.entries
+    if entries:
+        lengths = [len(e) for e in entries]
+        body: bytes = b"".join((resp.body, *entries)) if resp.body else b"".join(entries)
+    else:
+        lengths = []
+        body = resp.body
+    return encode_frame(
+        [
+            int(resp.op),
+            resp.request_id,
+            int(resp.status),
+            resp.ledger_id,
+            resp.entry_id,
+            resp.lac,
+            resp.last_entry_id,
+            resp.free_disk,
+            resp.total_disk,
+            lengths,
+        ],
+        body,
+    )
+
+
+class FrameDecoder:
+    """Splits a byte stream into frames (each without its ``total_len`` prefix).
+
+    Feed it whatever the socket returned; it keeps partial frames buffered and returns every
+    complete frame at once, so a burst of pipelined requests is decoded in one call.
+    """
+
+    __slots__ = ("max_frame_size", "_buf")
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held back waiting for the rest of a frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        buf = self._buf
+        buf += data
+        frames: list[bytes] = []
+        n = len(buf)
+        pos = 0
+        unpack_from = _U32.unpack_from
+        limit = self.max_frame_size
+        while n - pos >= 4:
+            (size,) = unpack_from(buf, pos)
+            if size > limit or size < 4:
+                # The stream cannot be resynchronised: the caller must drop the connection.
+                raise FrameTooLargeError(f"frame of {size} bytes (max {limit})") if size > limit else ProtocolError(
+                    f"frame of {size} bytes is shorter than its header length field"
+                )
+            end = pos + 4 + size
+            if end > n:
+                break
+            frames.append(bytes(buf[pos + 4 : end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return frames
+
+
+def _split(frame: bytes | bytearray | memoryview) -> tuple[list, memoryview]:
+    """Header array and body view of one frame (as returned by FrameDecoder.feed)."""
+    n = len(frame)
+    if n < 4:
+        raise ProtocolError("frame shorter than its header length field")
+    (hlen,) = _U32.unpack_from(frame, 0)
+    if hlen > n - 4:
+        raise ProtocolError(f"header length {hlen} exceeds frame size {n}")
+    view = memoryview(frame)
+    try:
+        header = msgpack.unpackb(view[4 : 4 + hlen], use_list=True, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises a zoo of types on garbage
+        raise ProtocolError(f"undecodable header: {exc}") from None
+    if type(header) is not list:
+        raise ProtocolError("header is not an array")
+    return header, view[4 + hlen :]
+
+
+def _int(v: object, lo: int, hi: int, what: str) -> int:
+    if type(v) is not int or not lo <= v <= hi:
+        raise ProtocolError(f"bad {what}: {v!r}")
+    return v
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_U64_MAX = (1 << 64) - 1
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """A Request from one frame; ProtocolError on anything malformed."""
+    h, body = _split(frame)
+    if len(h) != 11:
+        raise ProtocolError(f"request header has {len(h)} fields, expected 11")
+    op = _OPS.get(h[0]) if type(h[0]) is int else None
+    if op is None:
+        raise ProtocolError(f"unknown op {h[0]!r}")
+    mk = h[5]
+    if type(mk) is not bytes:
+        raise ProtocolError("master_key is not bytes")
+    return Request(
+        op,
+        _int(h[1], 0, _U64_MAX, "request_id"),
+        _int(h[2], 0, _U64_MAX, "ledger_id"),
+        _int(h[3], _I64_MIN, _I64_MAX, "entry_id"),
+        _int(h[4], 0, _ALL_FLAGS, "flags"),
+        mk,
+        bytes(body),
+        _int(h[6], _I64_MIN, _I64_MAX, "previous_lac"),
+        _int(h[7], 0, _U32_MAX, "timeout_ms"),
+        _int(h[8], _I64_MIN, _I64_MAX, "last_entry_id"),
+        _int(h[9], 0, _U32_MAX, "max_entries"),
+        _int(h[10], 0, _U64_MAX, "max_bytes"),
+    )
+
+
+def decode_response(frame: bytes | bytearray | memoryview) -> Response:
+    """A Response from one frame; ProtocolError on anything malformed."""
+    h, body = _split(frame)
+    if len(h) != 10:
+        raise ProtocolError(f"response header has {len(h)} fields, expected 10")
+    op = _OPS.get(h[0]) if type(h[0]) is int else None
+    if op is None:
+        raise ProtocolError(f"unknown op {h[0]!r}")
+    status = _STATUSES.get(h[2]) if type(h[2]) is int else None
+    if status is None:
+        raise ProtocolError(f"unknown status {h[2]!r}")
+    lengths = h[9]
+    if type(lengths) is not list:
+        raise ProtocolError("entry_lengths is not an array")
+    entries: list[bytes] = []
+    if lengths:
+        total = 0
+        for ln in lengths:
+            total += _int(ln, 0, MAX_FRAME_SIZE, "entry length")
+        if total > len(body):
+            raise ProtocolError("entry lengths exceed the frame body")
+        pos = len(body) - total
+        head = bytes(body[:pos])
+        for ln in lengths:
+            entries.append(bytes(body[pos : pos + ln]))
+            pos += ln
+    else:
+        head = bytes(body)
+    return Response(
+        op,
+        _int(h[1], 0, _U64_MAX, "request_id"),
+        status,
+        _int(h[3], 0, _U64_MAX, "ledger_id"),
+        _int(h[4], _I64_MIN, _I64_MAX, "entry_id"),
+        head,
+        entries,
+        _int(h[5], _I64_MIN, _I64_MAX, "lac"),
+        _int(h[6], _I64_MIN, _I64_MAX, "last_entry_id"),
+        _int(h[7], 0, _U64_MAX, "free_disk"),
+        _int(h[8], 0, _U64_MAX, "total_disk"),
+    )

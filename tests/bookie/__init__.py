@@ -1,0 +1,1 @@
+"""Bookie server tests."""
