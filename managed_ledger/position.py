@@ -1,0 +1,45 @@
+"""Positions and entries: the only coordinates the broker sees.
+
+A position is (ledger id, entry id); positions order first by ledger, then by entry, which
+is also the order in which they were written because ledger ids grow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Position:
+    ledger_id: int
+    entry_id: int
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Position":
+        ledger, entry = text.split(":")
+        return cls(int(ledger), int(entry))
+
+    def as_tuple(self) -> tuple[int, int]:
+        return (self.ledger_id, self.entry_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    position: Position
+    data: bytes
+
+    @property
+    def ledger_id(self) -> int:
+        return self.position.ledger_id
+
+    @property
+    def entry_id(self) -> int:
+        return self.position.entry_id
+
+
+# Before every real position: the mark-delete of a cursor that has acked nothing in a
+# managed ledger whose first ledger is L is (L, -1).
+EARLIEST = Position(-1, -1)
