@@ -1,0 +1,100 @@
+"""Batch payloads, ack sets and compression codecs."""
+
+from __future__ import annotations
+
+import struct
+
+import lz4.block
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clients.protocol import batch as b
+from clients.protocol import commands as c
+from clients.protocol import compression as z
+from clients.protocol import pulsar_api_pb2 as pb
+from clients.protocol.errors import BatchFormatError, CompressionError
+
+
+def test_batch_round_trip_and_layout() -> None:
+    msgs = [
+        (c.single_message_metadata(0, properties={"a": "1"}, partition_key="k0"), b"first"),
+        (c.single_message_metadata(0, sequence_id=8, ordering_key=b"o"), b""),
+        (c.single_message_metadata(0, event_time=5), b"third!"),
+    ]
+    payload = b.serialize_batch(msgs)
+    # Hand-check the first record: [u32 size][SingleMessageMetadata][payload].
+    (size,) = struct.unpack_from(">I", payload)
+    first = pb.SingleMessageMetadata.FromString(payload[4 : 4 + size])
+    assert first.payload_size == 5 and payload[4 + size : 9 + size] == b"first"
+    parsed = b.parse_batch(payload, 3)
+    assert [bytes(p) for _, p in parsed] == [b"first", b"", b"third!"]
+    assert parsed[0][0].properties[0].key == "a" and parsed[0][0].partition_key == "k0"
+    assert parsed[1][0].sequence_id == 8 and parsed[2][0].event_time == 5
+
+
+def test_batch_entry_size_bounds_the_real_size() -> None:
+    meta = c.single_message_metadata(0, properties={"k": "v"})
+    assert b.batch_entry_size(meta, 300) >= len(b.serialize_batch([(meta, b"x" * 300)]))
+
+
+@pytest.mark.parametrize("cut", [1, 3, 5, 10])
+def test_truncated_batch_raises(cut: int) -> None:
+    payload = b.serialize_batch([(c.single_message_metadata(0), b"abcdefgh")])
+    with pytest.raises(BatchFormatError):
+        b.parse_batch(payload[:-cut], 1)
+    with pytest.raises(BatchFormatError):
+        b.parse_batch(payload, 2)
+
+
+def test_ack_set_java_bitset_layout() -> None:
+    # Bits 0 and 63 in word 0 (bit 63 makes the signed long negative), bit 64 in word 1.
+    words = b.ack_set_of([0, 63, 64], 70)
+    assert words == [1 - 2**63, 1]
+    assert b.unacked_indexes(words, 70) == {0, 63, 64}
+    assert b.ack_set_of([], 10) == []
+    assert b.unacked_indexes([], 3) == {0, 1, 2}  # no ack set: deliver all
+
+
+@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1)))))
+def test_ack_set_round_trip(case: tuple[int, set[int]]) -> None:
+    n, unacked = case
+    words = b.ack_set_of(unacked, n)
+    assert all(-(2**63) <= w < 2**63 for w in words)
+    if unacked:
+        assert b.unacked_indexes(words, n) == unacked
+
+
+@pytest.mark.parametrize("codec", [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY])
+def test_compression_round_trip(codec: int) -> None:
+    assert z.available(codec)
+    data = b"quire " * 2000 + bytes(range(256))
+    packed = z.compress(codec, data)
+    if codec != pb.NONE:
+        assert len(packed) < len(data)
+    assert z.decompress(codec, packed, len(data)) == data
+    assert z.decompress(codec, z.compress(codec, b""), 0) == b""
+
+
+def test_lz4_is_the_raw_block_format() -> None:
+    # A 3-byte input is one literal run: token 0x30 then the bytes, no frame or size header.
+    assert z.compress(pb.LZ4, b"abc") == b"\x30abc"
+    assert z.decompress(pb.LZ4, b"\x30abc", 3) == b"abc"
+    assert lz4.block.decompress(z.compress(pb.LZ4, b"x" * 500), uncompressed_size=500) == b"x" * 500
+
+
+@pytest.mark.parametrize("codec", [pb.LZ4, pb.ZLIB, pb.ZSTD, pb.SNAPPY])
+def test_decompress_errors(codec: int) -> None:
+    good = z.compress(codec, b"y" * 1000)
+    with pytest.raises(CompressionError):
+        z.decompress(codec, good, 999)  # size mismatch
+    with pytest.raises(CompressionError):
+        z.decompress(codec, b"\xff\x00garbage\x01", 1000)
+
+
+def test_unknown_codec() -> None:
+    assert not z.available(9)
+    with pytest.raises(CompressionError):
+        z.compress(9, b"x")
+    with pytest.raises(CompressionError):
+        z.decompress(9, b"x", 1)
