@@ -45,6 +45,11 @@ class RangeSet:
             return self._firsts[i], self._lasts[i]
         return None
 
+    def first_start_after(self, pair: Pair) -> Pair | None:
+        """Start of the first range beginning strictly after `pair`."""
+        i = bisect_right(self._firsts, pair)
+        return self._firsts[i] if i < len(self._firsts) else None
+
     def first_range(self) -> tuple[Pair, Pair] | None:
         return (self._firsts[0], self._lasts[0]) if self._firsts else None
 

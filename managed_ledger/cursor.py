@@ -1,0 +1,640 @@
+"""ManagedCursor: a subscription's (durable) or a reader's (non-durable) place in a ledger.
+
+State: the mark-delete position (everything at or before it is acknowledged), the
+individually deleted ranges above it (collapsing into the mark-delete when they touch it),
+per-entry batch-index ack sets and the mark-delete properties. A durable cursor persists
+that state as one ``PositionInfo`` record appended to its own cursor ledger per flush
+(rolled like Pulsar's), with the metadata node ``/managed-ledgers/<ml>/<cursor>`` as the
+fallback when the ledger cannot be written and as the home of small states on close.
+Only ``max_unacked_ranges_to_persist`` ranges are persisted; the loss is logged and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+import trio
+
+from bookie.client.errors import BKDigestMismatchError, BKError, BKNoSuchEntryError, BKNoSuchLedgerError
+from managed_ledger.ack_set import AckSet
+from managed_ledger.errors import (
+    CursorNotFoundError,
+    CursorPersistError,
+    InvalidPositionError,
+    ManagedLedgerClosedError,
+    ManagedLedgerError,
+    ManagedLedgerFencedError,
+    ManagedLedgerTerminatedError,
+    MetadataUnavailableError,
+)
+from managed_ledger.formats import (
+    CursorInfo,
+    FormatError,
+    PositionInfo,
+    decode_cursor_info,
+    decode_position_info,
+    encode_cursor_info,
+    encode_position_info,
+)
+from managed_ledger.position import Entry, Position
+from managed_ledger.range_set import RangeSet
+from metadata.errors import AlreadyExistsError, BadVersionError, MetadataError, NotFoundError
+
+if TYPE_CHECKING:
+    from managed_ledger.ledger import ManagedLedger
+
+log = logging.getLogger("quire.managed_ledger.cursor")
+
+# process-wide count of persists that had to drop ranges (exported as a metric by the broker)
+RANGES_DROPPED_TOTAL = 0
+
+
+class NoMoreEntriesError(ManagedLedgerTerminatedError):
+    """The managed ledger is terminated and the cursor has read everything."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ManagedCursor:
+    def __init__(self, ml: "ManagedLedger", name: str, durable: bool) -> None:
+        self.ml = ml
+        self.name = name
+        self.durable = durable
+        self.path = f"{ml.path}/{name}"
+        self.mark_delete_position = Position(-1, -1)
+        self.read_position = Position(-1, 0)
+        self._deleted = RangeSet()
+        self._batch: dict[Position, AckSet] = {}
+        self.properties: dict[str, int] = {}
+        self.cursor_properties: dict[str, str] = {}
+        self.closed = False
+        self._read_epoch = 0
+        # persistence
+        self._node_version = -1
+        self._cursor_ledger: Any = None  # writable handle of the current cursor ledger
+        self._cursor_ledger_entries = 0
+        self._cursor_ledger_created = 0.0
+        self._node_ledger_id = -1  # cursors_ledger_id as last written to the node
+        self._state_gen = 0
+        self._persisted_gen = 0
+        self._persist_lock = trio.Lock()
+        self._last_persist = 0.0
+        self.last_active_ms = _now_ms()
+        self.ranges_dropped_count = 0  # persists that truncated the range set
+        self.messages_consumed_counter = 0
+        self.last_mark_delete_advanced_ms = 0
+
+    # ------------------------------------------------------------------ views
+    @property
+    def individually_deleted_ranges(self) -> RangeSet:
+        return self._deleted
+
+    @property
+    def batch_deleted_indexes(self) -> dict[Position, list[int]]:
+        """Entry -> ack-set words (set bits = batch messages still unacknowledged)."""
+        return {p: s.to_words() for p, s in self._batch.items()}
+
+    @property
+    def number_of_entries_in_backlog(self) -> int:
+        ml = self.ml
+        total = ml.count_entries_between(self.mark_delete_position, ml.last_confirmed_entry)
+        return max(total - self._deleted.entry_count, 0)
+
+    @property
+    def number_of_entries(self) -> int:
+        """Entries from the read position to the end, not counting deleted ones."""
+        ml = self.ml
+        start = ml.previous_position(ml.normalize(self.read_position))
+        total = ml.count_entries_between(start, ml.last_confirmed_entry)
+        return max(total - self._deleted.count_between(self.read_position.as_tuple(), ml.last_confirmed_entry.as_tuple()), 0)
+
+    @property
+    def has_more_entries(self) -> bool:
+        return self.ml.normalize(self.read_position) <= self.ml.last_confirmed_entry
+
+    def is_deleted(self, pos: Position) -> bool:
+        return pos <= self.mark_delete_position or pos.as_tuple() in self._deleted
+
+    # ------------------------------------------------------------------ lifecycle
+    def _init_position(self, md: Position) -> None:
+        self.mark_delete_position = md
+        self.read_position = self.ml.next_valid_position(md)
+
+    async def create(self, md: Position) -> None:
+        """New durable cursor: write its node (cursor ledger comes with the first flush)."""
+        self._init_position(md)
+        info = CursorInfo(-1, PositionInfo(md.as_tuple()), _now_ms())
+        try:
+            stat = await self.ml.store.put(self.path, encode_cursor_info(info), -1)
+        except AlreadyExistsError:
+            await self.recover()  # created meanwhile by a previous owner: take its state
+            return
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.path}: {e}") from e
+        self._node_version = stat.version
+
+    async def recover(self) -> None:
+        """Restore exactly what was persisted: the cursor ledger's last record, or the
+        node's position when the cursor ledger id is -1 or the ledger is unreadable."""
+        ml = self.ml
+        try:
+            data, stat = await ml.store.get(self.path)
+        except NotFoundError:
+            raise CursorNotFoundError(self.path) from None
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.path}: {e}") from e
+        self._node_version = stat.version
+        info = decode_cursor_info(data)
+        self._node_ledger_id = info.cursors_ledger_id
+        self.cursor_properties = dict(info.cursor_properties)
+        pos: PositionInfo | None = info.position
+        if info.cursors_ledger_id != -1:
+            recovered = await self._read_cursor_ledger(info.cursors_ledger_id)
+            if recovered is not None:
+                pos = recovered
+            else:
+                log.warning("%s: cursor ledger %d unreadable; rolling back to the node's position", self.path, info.cursors_ledger_id)
+        self._apply(pos)
+
+    async def _read_cursor_ledger(self, ledger_id: int) -> PositionInfo | None:
+        ml = self.ml
+        try:
+            lh = await ml.bk.open_ledger(ledger_id, ml.config.password, recovery=True)
+            try:
+                lac = lh.last_add_confirmed
+                if lac < 0:
+                    return None
+                entries = await lh.read(lac, lac)
+                return decode_position_info(bytes(entries[0].data))
+            finally:
+                try:
+                    await lh.close()
+                except BKError:
+                    pass
+        except (BKNoSuchLedgerError, BKNoSuchEntryError, BKDigestMismatchError, FormatError) as e:
+            log.warning("%s: cursor ledger %d: %s", self.path, ledger_id, e)
+            return None
+        except BKError as e:
+            raise ManagedLedgerError(f"{self.path}: cursor recovery failed: {e}") from e
+
+    def _apply(self, pos: PositionInfo | None) -> None:
+        ml = self.ml
+        md = Position(*pos.mark_delete) if pos else ml.first_position()
+        if md > ml.last_confirmed_entry:
+            md = ml.last_confirmed_entry
+        self.mark_delete_position = md
+        self._deleted = RangeSet.from_flat(pos.individually_deleted) if pos else RangeSet()
+        self._deleted.remove_up_to(md.as_tuple())
+        self._batch = {}
+        if pos:
+            for ledger, entry, words in pos.batch_deleted:
+                p = Position(ledger, entry)
+                if p > md:
+                    self._batch[p] = AckSet.from_words(words)
+            self.properties = dict(pos.properties)
+        self._collapse()
+        self.read_position = ml.next_valid_position(self.mark_delete_position)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ManagedLedgerClosedError(f"cursor {self.name} is closed")
+        if self.ml.is_fenced:
+            raise ManagedLedgerFencedError(self.ml.name)
+
+    async def close(self) -> None:
+        """Close this cursor (the managed ledger keeps its persisted state)."""
+        await self._close(persist=True)
+        if self.durable:
+            self.ml.cursors.pop(self.name, None)
+
+    async def _close(self, persist: bool) -> None:
+        if self.closed:
+            return
+        try:
+            if self.durable and persist:
+                await self._persist_on_close()
+        finally:
+            self.closed = True
+            self.ml._non_durable.discard(self)
+            if self._cursor_ledger is not None:
+                try:
+                    await self._cursor_ledger.close()
+                except BKError:
+                    pass
+                self._cursor_ledger = None
+
+    async def _persist_on_close(self) -> None:
+        cfg = self.ml.config
+        async with self._persist_lock:
+            gen = self._state_gen
+            if len(self._deleted) <= cfg.max_unacked_ranges_to_persist_in_metadata_store:
+                # small state: the node holds it and the cursor ledger goes away
+                await self._write_node(-1, self._snapshot(cfg.max_unacked_ranges_to_persist))
+                old = self._cursor_ledger
+                self._cursor_ledger = None
+                if old is not None:
+                    try:
+                        await old.close()
+                    except BKError:
+                        pass
+                    await self.ml._delete_ledger_quietly(old.ledger_id)
+            elif self._persisted_gen < gen or self._cursor_ledger is None:
+                await self._write_position(self._snapshot(cfg.max_unacked_ranges_to_persist))
+            self._persisted_gen = gen
+
+    async def _delete_persistent_state(self) -> None:
+        self.closed = True
+        ledgers = {self._node_ledger_id}
+        if self._cursor_ledger is not None:
+            ledgers.add(self._cursor_ledger.ledger_id)
+            try:
+                await self._cursor_ledger.close()
+            except BKError:
+                pass
+            self._cursor_ledger = None
+        try:
+            await self.ml.store.delete(self.path)
+        except NotFoundError:
+            pass
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.path}: {e}") from e
+        for ledger_id in ledgers - {-1}:
+            await self.ml._delete_ledger_quietly(ledger_id)
+
+    # ------------------------------------------------------------------ reads
+    async def read_entries(self, max_entries: int) -> list[Entry]:
+        """Up to `max_entries` entries from the read position on, across ledgers, skipping
+        individually deleted ones; [] when caught up."""
+        self._check_open()
+        ml = self.ml
+        epoch = self._read_epoch
+        out: list[Entry] = []
+        pos = self.read_position
+        while len(out) < max_entries:
+            pos = ml.normalize(pos)
+            if pos > ml.last_confirmed_entry:
+                break
+            if pos <= self.mark_delete_position:
+                pos = ml.next_valid_position(self.mark_delete_position)
+                continue
+            rng = self._deleted.range_containing(pos.as_tuple())
+            if rng is not None:
+                pos = Position(pos.ledger_id, rng[1][1] + 1)
+                continue
+            info = ml._by_id.get(pos.ledger_id)
+            if info is None:  # trimmed meanwhile: normalize moves on
+                pos = Position(pos.ledger_id, 1 << 62)
+                continue
+            end = min(info.entries - 1, pos.entry_id + max_entries - len(out) - 1)
+            nxt = self._deleted.first_start_after(pos.as_tuple())
+            if nxt is not None and nxt[0] == pos.ledger_id:
+                end = min(end, nxt[1] - 1)
+            if end < pos.entry_id:
+                break
+            out.extend(await ml.read_range(pos.ledger_id, pos.entry_id, end))
+            pos = Position(pos.ledger_id, end + 1)
+        if self._read_epoch == epoch and pos > self.read_position:
+            self.read_position = pos
+        self.messages_consumed_counter += len(out)
+        self.last_active_ms = _now_ms()
+        if out:
+            ml._invalidate_cache()
+        return out
+
+    async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
+        """Like read_entries, but waits (no polling) until at least one entry is there."""
+        while True:
+            entries = await self.read_entries(max_entries)
+            if entries:
+                return entries
+            ml = self.ml
+            term = ml.terminated_position
+            if term is not None and self.read_position > term:
+                raise NoMoreEntriesError(f"{ml.name}: terminated at {term}")
+            if ml.is_fenced:
+                raise ManagedLedgerFencedError(ml.name)
+            if self.closed or ml.state.value == "Closed":
+                raise ManagedLedgerClosedError(ml.name)
+            await ml.wait_for_entries_after(ml.previous_position(ml.normalize(self.read_position)))
+
+    # ------------------------------------------------------------------ acks
+    async def mark_delete(self, position: Position, properties: Mapping[str, int] | None = None) -> None:
+        """Cumulative ack: everything up to and including `position`."""
+        self._check_open()
+        if position > self.ml.last_confirmed_entry:
+            raise InvalidPositionError(f"{self.name}: mark-delete {position} beyond {self.ml.last_confirmed_entry}")
+        if properties is not None:
+            self.properties = dict(properties)
+        if position <= self.mark_delete_position:
+            if properties is not None:
+                await self._persist()
+            return
+        old = self.mark_delete_position
+        self._move_mark_delete(position)
+        self._after_move(old)
+        await self._persist()
+
+    cumulative = mark_delete
+
+    async def delete(self, positions: Iterable[Position], ack_sets: Mapping[Position, Sequence[int]] | None = None) -> None:
+        """Individual acks. With `ack_sets` (Pulsar's ack_set words: set bits = batch
+        messages left unacknowledged) an entry is only deleted once every index is acked."""
+        self._check_open()
+        ml = self.ml
+        batch_level = ml.config.deletion_at_batch_index_level_enabled
+        changed = False
+        for p in positions:
+            if p <= self.mark_delete_position or p > ml.last_confirmed_entry:
+                continue
+            if ack_sets and batch_level and p in ack_sets:
+                given = AckSet.from_words(ack_sets[p])
+                current = self._batch.get(p)
+                merged = given if current is None else current.intersect(given)
+                if not merged.is_empty():
+                    self._batch[p] = merged
+                    changed = True
+                    continue
+            self._batch.pop(p, None)
+            self._deleted.add(p.as_tuple())
+            changed = True
+        if not changed:
+            return
+        old = self.mark_delete_position
+        self._collapse()
+        self._after_move(old)
+        await self._persist()
+
+    def _move_mark_delete(self, position: Position) -> None:
+        self.mark_delete_position = position
+        self._deleted.remove_up_to(position.as_tuple())
+        self._collapse()
+
+    def _collapse(self) -> None:
+        """Fold individually deleted ranges that touch the mark-delete into it."""
+        ml = self.ml
+        while True:
+            first = self._deleted.first_range()
+            if first is None or Position(*first[0]) > ml.next_valid_position(self.mark_delete_position):
+                break
+            self.mark_delete_position = Position(*first[1])
+            self._deleted.remove_up_to(first[1])
+        if self._batch:
+            md = self.mark_delete_position
+            for p in [p for p in self._batch if p <= md]:
+                del self._batch[p]
+
+    def _after_move(self, old_md: Position) -> None:
+        md = self.mark_delete_position
+        if self.read_position <= md:
+            self.read_position = self.ml.next_valid_position(md)
+        if md != old_md:
+            self.last_mark_delete_advanced_ms = _now_ms()
+            self.ml._cursor_moved(self, old_md)
+
+    def _advance_for_trim(self, horizon: Position) -> None:
+        """Trimming deletes ledgers up to `horizon`: a cursor behind it moves forward."""
+        old = self.mark_delete_position
+        self._move_mark_delete(horizon)
+        if self.read_position <= self.mark_delete_position:
+            self.read_position = self.ml.next_valid_position(self.mark_delete_position)
+        if self.durable and old != self.mark_delete_position:
+            self._state_gen += 1
+
+    async def skip_entries(self, n: int) -> None:
+        """Acknowledge the next `n` not-yet-deleted entries after the mark-delete."""
+        self._check_open()
+        ml = self.ml
+        pos = self.mark_delete_position
+        skipped = 0
+        target = pos
+        while skipped < n:
+            nxt = ml.next_valid_position(target)
+            if nxt > ml.last_confirmed_entry:
+                break
+            target = nxt
+            if nxt.as_tuple() not in self._deleted:
+                skipped += 1
+        if target > self.mark_delete_position:
+            await self.mark_delete(target)
+
+    async def clear_backlog(self) -> None:
+        if self.ml.last_confirmed_entry > self.mark_delete_position:
+            await self.mark_delete(self.ml.last_confirmed_entry)
+
+    # ------------------------------------------------------------------ seek / find
+    async def seek(self, position: Position) -> None:
+        """Move only the read position (kept after the mark-delete)."""
+        self._check_open()
+        self._read_epoch += 1
+        floor = self.ml.next_valid_position(self.mark_delete_position)
+        self.read_position = max(self.ml.normalize(position), floor)
+
+    async def reset_cursor(self, position: Position) -> None:
+        """Subscription reset: everything before `position` counts as acknowledged and
+        nothing after it does; reading restarts at `position`."""
+        self._check_open()
+        ml = self.ml
+        end = ml.next_valid_position(ml.last_confirmed_entry)
+        target = min(ml.normalize(position), end)
+        first = ml.next_valid_position(ml.first_position())
+        if target < first:
+            target = first
+        old = self.mark_delete_position
+        self._read_epoch += 1
+        self.mark_delete_position = ml.previous_position(target)
+        self._deleted.clear()
+        self._batch.clear()
+        self.read_position = target
+        if old.ledger_id != self.mark_delete_position.ledger_id:
+            ml._cursor_moved(self, old)
+        await self._persist(force=True)
+
+    async def find_newest_matching(self, predicate: Callable[[Entry], bool], all_entries: bool = False) -> Position | None:
+        """Binary search for the newest entry matching `predicate`, which must hold for a
+        prefix of the entries (e.g. "published before T"). Searches the entries after the
+        mark-delete, or every stored entry with all_entries=True."""
+        self._check_open()
+        ml = self.ml
+        start = ml.first_position() if all_entries else self.mark_delete_position
+        n = ml.count_entries_between(start, ml.last_confirmed_entry)
+        lo, hi, found = 0, n - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            pos = ml.position_at_offset(start, mid)
+            if pos is None:
+                break
+            if predicate(await ml.read_entry(pos)):
+                found, lo = pos, mid + 1
+            else:
+                hi = mid - 1
+        return found
+
+    async def expire_entries(self, is_expired: Callable[[Entry], bool]) -> Position | None:
+        """Message TTL: acknowledge every entry up to the newest expired one."""
+        pos = await self.find_newest_matching(is_expired)
+        if pos is not None and pos > self.mark_delete_position:
+            await self.mark_delete(pos)
+        return pos
+
+    # ------------------------------------------------------------------ persistence
+    def _snapshot(self, max_ranges: int) -> PositionInfo:
+        global RANGES_DROPPED_TOTAL
+        cfg = self.ml.config
+        n = len(self._deleted)
+        if n > max_ranges:
+            self.ranges_dropped_count += 1
+            RANGES_DROPPED_TOTAL += 1
+            log.warning(
+                "%s: %d individually deleted ranges, persisting only the first %d; the acks in the "
+                "other %d ranges will be redelivered after a restart",
+                self.path, n, max_ranges, n - max_ranges,
+            )
+        batch: list[list] = []
+        for p in sorted(self._batch):
+            if len(batch) >= cfg.max_batch_deleted_index_to_persist:
+                log.warning("%s: %d batch ack sets, persisting only %d", self.path, len(self._batch), len(batch))
+                break
+            batch.append([p.ledger_id, p.entry_id, self._batch[p].to_words()])
+        return PositionInfo(self.mark_delete_position.as_tuple(), self._deleted.to_flat(max_ranges), batch, dict(self.properties))
+
+    async def _persist(self, force: bool = False) -> None:
+        if not self.durable:
+            return
+        self._state_gen += 1
+        gen = self._state_gen
+        rate = self.ml.config.throttle_mark_delete
+        if rate > 0 and not force and trio.current_time() - self._last_persist < 1.0 / rate:
+            return  # stays dirty; the managed ledger's background loop flushes it
+        await self._flush(gen)
+
+    async def _flush_if_dirty(self) -> None:
+        if self.durable and not self.closed and self._state_gen > self._persisted_gen:
+            await self._flush(self._state_gen)
+
+    async def flush(self) -> None:
+        """Persist the current state now (e.g. before a planned shutdown)."""
+        await self._flush_if_dirty()
+
+    async def _flush(self, gen: int) -> None:
+        async with self._persist_lock:
+            if self._persisted_gen >= gen or self.closed:
+                return  # a later flush already covered this state
+            gen = self._state_gen
+            self._last_persist = trio.current_time()
+            await self._write_position(self._snapshot(self.ml.config.max_unacked_ranges_to_persist))
+            self._persisted_gen = gen
+
+    def _cursor_ledger_full(self) -> bool:
+        cfg = self.ml.config
+        return (
+            self._cursor_ledger_entries >= cfg.metadata_max_entries_per_ledger
+            or trio.current_time() - self._cursor_ledger_created >= cfg.ledger_rollover_timeout_s
+        )
+
+    async def _write_position(self, info: PositionInfo) -> None:
+        data = encode_position_info(info)
+        if self._cursor_ledger is not None and not self._cursor_ledger_full():
+            try:
+                await self._cursor_ledger.add_entry(data)
+                self._cursor_ledger_entries += 1
+                return
+            except BKError as e:
+                log.warning("%s: cursor ledger %d write failed (%s); falling back to the metadata store",
+                            self.path, self._cursor_ledger.ledger_id, e)
+                self._cursor_ledger = None
+        else:
+            try:
+                await self._switch_cursor_ledger(data, info)
+                return
+            except BKError as e:
+                log.warning("%s: cannot create a cursor ledger (%s); using the metadata store", self.path, e)
+        await self._write_node(-1, info)
+
+    async def _switch_cursor_ledger(self, data: bytes, info: PositionInfo) -> None:
+        """New cursor ledger -> write the position -> CAS the node to it -> drop the old."""
+        ml = self.ml
+        cfg = ml.config
+        lh = await ml.bk.create_ledger(
+            cfg.metadata_ensemble_size,
+            cfg.metadata_write_quorum,
+            cfg.metadata_ack_quorum,
+            password=cfg.password,
+            custom_metadata={"application": b"pulsar", "component": b"managed-ledger-cursor", "pulsar/cursor": self.path.encode()},
+        )
+        try:
+            await lh.add_entry(data)
+            fallback = PositionInfo(
+                info.mark_delete,
+                self._deleted.to_flat(cfg.max_unacked_ranges_to_persist_in_metadata_store),
+                [],
+                info.properties,
+            )
+            old_ids = {self._node_ledger_id}
+            if self._cursor_ledger is not None:
+                old_ids.add(self._cursor_ledger.ledger_id)
+            await self._write_node(lh.ledger_id, fallback)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await ml._delete_ledger_quietly(lh.ledger_id)
+            raise
+        old = self._cursor_ledger
+        self._cursor_ledger = lh
+        self._cursor_ledger_entries = 1
+        self._cursor_ledger_created = trio.current_time()
+        if old is not None:
+            try:
+                await old.close()
+            except BKError:
+                pass
+        for ledger_id in old_ids - {-1, lh.ledger_id}:
+            await ml._delete_ledger_quietly(ledger_id)
+
+    async def _write_node(self, cursors_ledger_id: int, info: PositionInfo) -> None:
+        ml = self.ml
+        node = CursorInfo(cursors_ledger_id, info, _now_ms(), self.cursor_properties)
+        try:
+            stat = await ml.store.put(self.path, encode_cursor_info(node), self._node_version)
+        except BadVersionError as e:
+            ml._set_fenced(f"cursor {self.name} node version conflict")
+            raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
+        except NotFoundError as e:
+            raise CursorNotFoundError(self.path) from e
+        except MetadataError as e:
+            raise CursorPersistError(f"{self.path}: {e}") from e
+        self._node_version = stat.version
+        self._node_ledger_id = cursors_ledger_id
+
+    async def set_cursor_properties(self, props: Mapping[str, str]) -> None:
+        self.cursor_properties = dict(props)
+        async with self._persist_lock:
+            await self._write_node(self._node_ledger_id, self._snapshot(self.ml.config.max_unacked_ranges_to_persist_in_metadata_store))
+
+    # ------------------------------------------------------------------ stats
+    def stats(self) -> dict[str, Any]:
+        ml = self.ml
+        return {
+            "markDeletePosition": str(self.mark_delete_position),
+            "readPosition": str(self.read_position),
+            "waitingReadOp": False,
+            "pendingReadOps": 0,
+            "messagesConsumedCounter": self.messages_consumed_counter,
+            "cursorLedger": self._cursor_ledger.ledger_id if self._cursor_ledger is not None else self._node_ledger_id,
+            "cursorLedgerLastEntry": self._cursor_ledger_entries - 1,
+            "individuallyDeletedMessages": self._deleted.to_pulsar_string(),
+            "lastLedgerSwitchTimestamp": "",
+            "state": "Closed" if self.closed else ("Open" if self._cursor_ledger is not None or not self.durable else "NoLedger"),
+            "active": not self.closed,
+            "numberOfEntriesSinceFirstNotAckedMessage": ml.count_entries_between(self.mark_delete_position, self.read_position) + 1
+            if self.read_position > self.mark_delete_position else 1,
+            "totalNonContiguousDeletedMessagesRange": len(self._deleted),
+            "subscriptionHavePendingRead": False,
+            "subscriptionHavePendingReplayRead": False,
+            "properties": dict(self.properties),
+            "durable": self.durable,
+            "rangesDroppedOnPersist": self.ranges_dropped_count,
+            "messagesInBacklog": self.number_of_entries_in_backlog,
+        }

@@ -1,0 +1,809 @@
+"""ManagedLedger: one topic partition as an ordered list of ledgers.
+
+The ledger list lives at ``/managed-ledgers/<name>`` and every change to it is a
+compare-and-set on the version read at open; losing one means another owner took over,
+and the managed ledger turns FENCED (pending and later adds fail with
+ManagedLedgerFencedError). Adds are pipelined: positions follow the order in which
+``add_entry`` calls began, many are in flight at once, and while a rollover creates the
+next ledger the later adds wait (their callers' tasks, bounded by ``max_pending_adds``)
+and are written to the new ledger in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable
+
+import trio
+
+from bookie.client.errors import BKError, BKLedgerFencedError, BKNoSuchLedgerError
+from managed_ledger.config import ManagedLedgerConfig
+from managed_ledger.entry_cache import EntryCache
+from managed_ledger.errors import (
+    CursorNotFoundError,
+    InvalidPositionError,
+    ManagedLedgerClosedError,
+    ManagedLedgerError,
+    ManagedLedgerFencedError,
+    ManagedLedgerTerminatedError,
+    ManagedLedgerWriteError,
+    MetadataUnavailableError,
+)
+from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo, decode_ml_info, encode_ml_info
+from managed_ledger.position import Entry, Position
+from managed_ledger.retention import ledgers_to_delete
+from managed_ledger.rollover import current_ledger_is_full, jittered_max_rollover_ms
+from metadata.errors import BadVersionError, MetadataError, NotFoundError
+
+if TYPE_CHECKING:
+    from managed_ledger.cursor import ManagedCursor
+
+log = logging.getLogger("quire.managed_ledger")
+
+ML_ROOT = "/managed-ledgers"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class State(Enum):
+    OPENING = "Opening"
+    LEDGER_OPENED = "LedgerOpened"
+    CREATING_LEDGER = "CreatingLedger"
+    CLOSED_LEDGER = "ClosedLedger"  # the last rollover failed; the next add retries it
+    TERMINATED = "Terminated"
+    FENCED = "Fenced"
+    CLOSED = "Closed"
+
+
+class ManagedLedger:
+    """Created and opened by :class:`managed_ledger.factory.ManagedLedgerFactory`."""
+
+    def __init__(self, name: str, config: ManagedLedgerConfig, store: Any, bk: Any, cache: EntryCache) -> None:
+        self.name = name
+        self.path = f"{ML_ROOT}/{name}"
+        self.config = config
+        self.store = store
+        self.bk = bk
+        self.cache = cache
+        self.state = State.OPENING
+        self._version = -1
+        self._ledgers: list[LedgerInfo] = []
+        self._by_id: dict[int, LedgerInfo] = {}
+        self._terminated_position: Position | None = None
+        self.properties: dict[str, str] = {}
+        self._current: Any = None  # writable LedgerHandle
+        self._current_info: LedgerInfo | None = None
+        self._current_created_ms = 0
+        self._reserved_entries = 0  # current ledger: confirmed + in flight
+        self._reserved_size = 0
+        self._inflight: dict[int, int] = {}  # ledger id -> adds in flight
+        self._drained: dict[int, trio.Event] = {}
+        self._read_handles: dict[int, Any] = {}
+        self.last_confirmed_entry = Position(-1, -1)
+        self.entries_added_counter = 0
+        self._max_rollover_ms = jittered_max_rollover_ms(config)
+        self.cursors: dict[str, "ManagedCursor"] = {}
+        self._non_durable: set["ManagedCursor"] = set()
+        # add ordering: a ticket per add; the holder of the turn talks to the ledger client
+        self._tickets = 0
+        self._turn = 0
+        self._turn_waiters: dict[int, trio.Event] = {}
+        self._abandoned: set[int] = set()
+        self._add_slots = trio.Semaphore(config.max_pending_adds)
+        self._ledger_ready = trio.Event()
+        self._rollover_error: BaseException | None = None
+        self._metadata_lock = trio.Lock()
+        self._trim_lock = trio.Lock()
+        self._trim_wanted = trio.Event()
+        self._new_entries = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._cancel_scope: trio.CancelScope | None = None
+        self._closed_event = trio.Event()
+        self._on_close: Callable[["ManagedLedger"], None] | None = None
+        self.ledgers_deleted_counter = 0
+        self.last_ledger_created_ms = 0
+
+    # ------------------------------------------------------------------ service
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Owns the managed ledger's background tasks; started in the factory's nursery."""
+        with trio.CancelScope() as scope:
+            self._cancel_scope = scope
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                nursery.start_soon(self._background_loop)
+                await self._closed_event.wait()
+                nursery.cancel_scope.cancel()
+
+    async def _background_loop(self) -> None:
+        """Trims when asked (rollover, mark-delete moves) and periodically (retention with
+        no traffic), and rolls an idle ledger once it passed its maximum age."""
+        interval = max(self.config.retention_check_interval_seconds, 0.05)
+        next_periodic = trio.current_time() + interval
+        while True:
+            timeout = max(next_periodic - trio.current_time(), 0)
+            if self._current is not None and self._current_info is not None and self._current_info.entries > 0:
+                age_left = (self._current_created_ms + self._max_rollover_ms - now_ms()) / 1000
+                timeout = min(timeout, max(age_left, 0.01))
+            with trio.move_on_after(timeout):
+                await self._trim_wanted.wait()
+            self._trim_wanted = trio.Event()
+            if trio.current_time() >= next_periodic:
+                next_periodic = trio.current_time() + interval
+            try:
+                self._maybe_roll_idle_ledger()
+                await self.trim()
+                for cursor in list(self.cursors.values()):
+                    await cursor._flush_if_dirty()
+            except ManagedLedgerError as e:
+                if self.state in (State.FENCED, State.CLOSED):
+                    return
+                log.warning("%s: background trim failed: %s", self.name, e)
+
+    def _schedule_trim(self) -> None:
+        self._trim_wanted.set()
+
+    def _maybe_roll_idle_ledger(self) -> None:
+        if (
+            self.state == State.LEDGER_OPENED
+            and self._current_info is not None
+            and self._current_info.entries > 0
+            and self._is_current_full()
+            and self._turn == self._tickets  # no add waiting: adds roll on their own
+        ):
+            self._start_rollover()
+
+    # ------------------------------------------------------------------ open
+    async def initialize(self, create_if_missing: bool = True) -> None:
+        """Open = read the list, recover (fence) the last ledger, drop empty ledgers,
+        create a new ledger, CAS the list; then recover the cursors."""
+        try:
+            try:
+                data, stat = await self.store.get(self.path)
+                info = decode_ml_info(data)
+                self._version = stat.version
+            except NotFoundError:
+                if not create_if_missing:
+                    from managed_ledger.errors import ManagedLedgerNotFoundError
+
+                    raise ManagedLedgerNotFoundError(self.name) from None
+                info = ManagedLedgerInfo()
+                stat = await self.store.put(self.path, encode_ml_info(info), -1, make_parents=True)
+                self._version = stat.version
+        except BadVersionError as e:
+            raise ManagedLedgerFencedError(f"{self.name}: concurrent open") from e
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.name}: {e}") from e
+        self.properties = dict(info.properties)
+        ledgers = list(info.ledgers)
+        if ledgers:
+            last = ledgers[-1]
+            try:
+                lh = await self.bk.open_ledger(last.ledger_id, self.config.password, recovery=True)
+            except BKNoSuchLedgerError:
+                ledgers.pop()
+            except BKError as e:
+                raise ManagedLedgerError(f"{self.name}: recovery of ledger {last.ledger_id} failed: {e}") from e
+            else:
+                last.entries = lh.last_add_confirmed + 1
+                last.size = lh.length
+                last.timestamp_ms = now_ms()
+                self._read_handles[last.ledger_id] = lh
+        empty = [li.ledger_id for li in ledgers if li.entries == 0]
+        ledgers = [li for li in ledgers if li.entries > 0]
+        self._set_ledgers(ledgers)
+        if ledgers:
+            self.last_confirmed_entry = Position(ledgers[-1].ledger_id, ledgers[-1].entries - 1)
+        if info.terminated_position is not None:
+            self._terminated_position = Position(*info.terminated_position)
+            self.state = State.TERMINATED
+            await self._write_ledger_list(self._ledgers)
+        else:
+            try:
+                lh = await self._create_data_ledger()
+            except BKError as e:
+                raise ManagedLedgerError(f"{self.name}: cannot create a ledger: {e}") from e
+            new_info = LedgerInfo(lh.ledger_id)
+            try:
+                await self._write_ledger_list(self._ledgers + [new_info])
+            except ManagedLedgerError:
+                await self._delete_ledger_quietly(lh.ledger_id)
+                raise
+            self._install_current(lh, new_info)
+            if not ledgers:
+                self.last_confirmed_entry = Position(lh.ledger_id, -1)
+            self.state = State.LEDGER_OPENED
+        for ledger_id in empty:
+            await self._delete_ledger_quietly(ledger_id)
+        await self._recover_cursors()
+
+    async def _recover_cursors(self) -> None:
+        from managed_ledger.cursor import ManagedCursor
+
+        try:
+            names = await self.store.children(self.path)
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.name}: listing cursors: {e}") from e
+        for cursor_name in names:
+            cursor = ManagedCursor(self, cursor_name, durable=True)
+            await cursor.recover()
+            self.cursors[cursor_name] = cursor
+
+    def _set_ledgers(self, ledgers: list[LedgerInfo]) -> None:
+        self._ledgers = ledgers
+        self._by_id = {li.ledger_id: li for li in ledgers}
+
+    def _install_current(self, lh: Any, info: LedgerInfo) -> None:
+        self._ledgers.append(info)
+        self._by_id[info.ledger_id] = info
+        self._current = lh
+        self._current_info = info
+        self._current_created_ms = now_ms()
+        self.last_ledger_created_ms = self._current_created_ms
+        self._reserved_entries = 0
+        self._reserved_size = 0
+        self._inflight[lh.ledger_id] = 0
+
+    async def _create_data_ledger(self) -> Any:
+        c = self.config
+        return await self.bk.create_ledger(
+            c.ensemble_size,
+            c.write_quorum,
+            c.ack_quorum,
+            password=c.password,
+            custom_metadata={"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": self.name.encode()},
+        )
+
+    async def _write_ledger_list(self, ledgers: list[LedgerInfo]) -> None:
+        """CAS the ledger list; a version conflict fences this managed ledger."""
+        info = ManagedLedgerInfo(
+            ledgers=ledgers,
+            terminated_position=self._terminated_position.as_tuple() if self._terminated_position else None,
+            properties=self.properties,
+        )
+        try:
+            stat = await self.store.put(self.path, encode_ml_info(info), self._version)
+        except (BadVersionError, NotFoundError) as e:
+            self._set_fenced("z-node version mismatch")
+            raise ManagedLedgerFencedError(f"{self.name}: ledger list version conflict, another owner took over") from e
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.name}: {e}") from e
+        self._version = stat.version
+
+    def _set_fenced(self, why: str) -> None:
+        if self.state in (State.FENCED, State.CLOSED):
+            return
+        log.warning("%s: fenced (%s); the owner must close it", self.name, why)
+        self.state = State.FENCED
+        self._ledger_ready.set()
+        self._wake_readers()
+
+    # ------------------------------------------------------------------ adds
+    def _check_writable(self) -> None:
+        if self.state == State.FENCED:
+            raise ManagedLedgerFencedError(self.name)
+        if self.state == State.CLOSED:
+            raise ManagedLedgerClosedError(self.name)
+        if self.state == State.TERMINATED:
+            raise ManagedLedgerTerminatedError(self.name)
+        if self.state == State.OPENING:
+            raise ManagedLedgerError(f"{self.name}: not open yet")
+
+    def _is_current_full(self) -> bool:
+        return current_ledger_is_full(
+            entries=self._reserved_entries,
+            size=self._reserved_size,
+            created_ms=self._current_created_ms,
+            now_ms=now_ms(),
+            config=self.config,
+            max_rollover_ms=self._max_rollover_ms,
+        )
+
+    def _advance_turn(self) -> None:
+        self._turn += 1
+        while self._turn in self._abandoned:
+            self._abandoned.discard(self._turn)
+            self._turn += 1
+        ev = self._turn_waiters.pop(self._turn, None)
+        if ev is not None:
+            ev.set()
+
+    async def add_entry(self, data: bytes) -> Position:
+        """Append one entry; returns its position once the ledger client acked it.
+
+        Positions follow the order in which calls began (the ticket is taken before the
+        first checkpoint)."""
+        self._check_writable()
+        try:
+            self._add_slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._add_slots.acquire()  # FIFO: order among waiters is kept
+        ticket = self._tickets
+        self._tickets += 1
+        advanced = False
+        try:
+            if ticket != self._turn:
+                ev = trio.Event()
+                self._turn_waiters[ticket] = ev
+                await ev.wait()
+            # our turn: nobody else talks to the ledger client until we advance it
+            while True:
+                self._check_writable()
+                if self._current is None:
+                    if self.state == State.CREATING_LEDGER:
+                        await self._ledger_ready.wait()
+                        if self._current is None and self.state == State.CLOSED_LEDGER:
+                            err = self._rollover_error
+                            raise ManagedLedgerWriteError(f"{self.name}: no ledger to write to: {err}")
+                        continue
+                    self._start_rollover()  # CLOSED_LEDGER after a failure: try again
+                    continue
+                if self._is_current_full() and self._reserved_entries > 0:
+                    self._start_rollover()
+                    continue
+                break
+            lh = self._current
+            ledger_id = lh.ledger_id
+            self._reserved_entries += 1
+            self._reserved_size += len(data)
+            self._inflight[ledger_id] = self._inflight.get(ledger_id, 0) + 1
+            # The next ticket only runs once we yield, and the client assigns the entry id
+            # before its first checkpoint inside the await below: call order = entry order.
+            self._advance_turn()
+            advanced = True
+            add = lh.add_entry(data)
+            try:
+                entry_id = await add
+            finally:
+                self._inflight[ledger_id] -= 1
+                if self._inflight[ledger_id] == 0 and ledger_id in self._drained:
+                    self._drained.pop(ledger_id).set()
+        except BKLedgerFencedError as e:
+            self._set_fenced(f"ledger fenced at the bookies: {e}")
+            raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
+        except BKError as e:
+            self._write_failed(lh, e)
+            raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
+        finally:
+            if not advanced:
+                if ticket == self._turn:
+                    self._advance_turn()
+                else:
+                    self._turn_waiters.pop(ticket, None)
+                    self._abandoned.add(ticket)
+            self._add_slots.release()
+        return self._add_completed(ledger_id, entry_id, data)
+
+    def _add_completed(self, ledger_id: int, entry_id: int, data: bytes) -> Position:
+        pos = Position(ledger_id, entry_id)
+        info = self._by_id.get(ledger_id)
+        if info is not None:
+            info.entries = max(info.entries, entry_id + 1)
+            info.size += len(data)
+        self.entries_added_counter += 1
+        if pos > self.last_confirmed_entry:
+            self.last_confirmed_entry = pos
+        self.cache.insert(pos, data)
+        self._wake_readers()
+        return pos
+
+    def _wake_readers(self) -> None:
+        self._new_entries.set()
+        self._new_entries = trio.Event()
+
+    def _write_failed(self, lh: Any, error: BaseException) -> None:
+        """A non-fencing add failure: the ledger is unusable, roll to a new one."""
+        if self._current is lh and self.state == State.LEDGER_OPENED:
+            log.warning("%s: write to ledger %d failed (%s); rolling over", self.name, lh.ledger_id, error)
+            self._start_rollover()
+
+    # ------------------------------------------------------------------ rollover
+    def _start_rollover(self) -> None:
+        assert self._nursery is not None
+        if self.state not in (State.LEDGER_OPENED, State.CLOSED_LEDGER):
+            return
+        old = self._current
+        self._current = None
+        self.state = State.CREATING_LEDGER
+        self._ledger_ready = trio.Event()
+        self._nursery.start_soon(self._rollover, old)
+
+    async def _wait_drained(self, ledger_id: int) -> None:
+        if self._inflight.get(ledger_id, 0) > 0:
+            ev = self._drained.setdefault(ledger_id, trio.Event())
+            await ev.wait()
+
+    async def _rollover(self, old: Any) -> None:
+        ready = self._ledger_ready
+        try:
+            # Creating the ledger overlaps with the old ledger's in-flight adds finishing.
+            try:
+                new_lh = await self._create_data_ledger()
+            except BKError as e:
+                log.warning("%s: creating a ledger failed: %s", self.name, e)
+                self._rollover_error = e
+                if self.state == State.CREATING_LEDGER:
+                    self.state = State.CLOSED_LEDGER
+                if old is not None:
+                    await self._wait_drained(old.ledger_id)
+                    await self._close_old_ledger(old)
+                return
+            if old is not None:
+                await self._wait_drained(old.ledger_id)
+            if self.state != State.CREATING_LEDGER:  # fenced or closed meanwhile
+                await self._delete_ledger_quietly(new_lh.ledger_id)
+                return
+            if old is not None and old.ledger_id in self._by_id:
+                self._by_id[old.ledger_id].timestamp_ms = now_ms()
+            new_info = LedgerInfo(new_lh.ledger_id)
+            try:
+                async with self._metadata_lock:
+                    await self._write_ledger_list(self._ledgers + [new_info])
+            except ManagedLedgerError as e:
+                await self._delete_ledger_quietly(new_lh.ledger_id)
+                self._rollover_error = e
+                if self.state == State.CREATING_LEDGER:
+                    self.state = State.CLOSED_LEDGER
+                return
+            # drop a failed/empty old ledger from memory only on the next open (it is in the
+            # list already; recovery handles it)
+            self._install_current(new_lh, new_info)
+            self.state = State.LEDGER_OPENED
+            if old is not None:
+                await self._close_old_ledger(old)
+            self._schedule_trim()
+            self._wake_readers()
+        finally:
+            ready.set()
+
+    async def _close_old_ledger(self, old: Any) -> None:
+        try:
+            await old.close()
+        except BKError as e:
+            log.info("%s: closing ledger %d: %s", self.name, old.ledger_id, e)
+        self._inflight.pop(old.ledger_id, None)
+
+    async def _delete_ledger_quietly(self, ledger_id: int) -> bool:
+        for attempt in range(max(self.config.delete_retries, 1)):
+            try:
+                await self.bk.delete_ledger(ledger_id)
+                return True
+            except BKNoSuchLedgerError:
+                return True
+            except BKError as e:
+                log.warning("%s: deleting ledger %d failed (attempt %d): %s", self.name, ledger_id, attempt + 1, e)
+                await trio.sleep(0.1 * (attempt + 1))
+        return False
+
+    async def rollover(self) -> None:
+        """Force a rollover now (admin / tests); returns when the new ledger is in use."""
+        self._check_writable()
+        if self.state == State.LEDGER_OPENED and self._current_info and self._current_info.entries > 0:
+            self._start_rollover()
+        if self.state == State.CREATING_LEDGER:
+            await self._ledger_ready.wait()
+
+    # ------------------------------------------------------------------ geometry
+    @property
+    def ledgers(self) -> list[LedgerInfo]:
+        return list(self._ledgers)
+
+    @property
+    def current_ledger_id(self) -> int:
+        return self._current_info.ledger_id if self._current_info else (self._ledgers[-1].ledger_id if self._ledgers else -1)
+
+    @property
+    def number_of_entries(self) -> int:
+        return sum(li.entries for li in self._ledgers)
+
+    @property
+    def total_size(self) -> int:
+        return sum(li.size for li in self._ledgers)
+
+    @property
+    def is_terminated(self) -> bool:
+        return self._terminated_position is not None
+
+    @property
+    def is_fenced(self) -> bool:
+        return self.state == State.FENCED
+
+    def first_position(self) -> Position:
+        """The position just before the first stored entry (an 'earliest' mark-delete)."""
+        for li in self._ledgers:
+            if li.entries > 0 or li is self._current_info:
+                return Position(li.ledger_id, -1)
+        return Position(self.current_ledger_id, -1)
+
+    def _last_entry_of(self, li: LedgerInfo) -> int:
+        return li.entries - 1
+
+    def next_valid_position(self, pos: Position) -> Position:
+        """The first position after `pos` that may hold an entry (skipping ledger ends,
+        trimmed and empty ledgers); beyond the last entry it is the next one to be written."""
+        ledger_id, entry_id = pos.ledger_id, pos.entry_id + 1
+        return self.normalize(Position(ledger_id, entry_id))
+
+    def normalize(self, pos: Position) -> Position:
+        """Move a read position past ledger ends and missing ledgers."""
+        li = self._by_id.get(pos.ledger_id)
+        if li is not None and (li is self._current_info or pos.entry_id < li.entries):
+            return pos
+        for nxt in self._ledgers:
+            if nxt.ledger_id > pos.ledger_id and (nxt.entries > 0 or nxt is self._current_info):
+                return Position(nxt.ledger_id, 0)
+        return pos
+
+    def previous_position(self, pos: Position) -> Position:
+        """The last entry before `pos` (or (first ledger, -1))."""
+        if pos.entry_id > 0 and pos.ledger_id in self._by_id:
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        prev = None
+        for li in self._ledgers:
+            if li.ledger_id >= pos.ledger_id:
+                break
+            if li.entries > 0:
+                prev = li
+        if prev is not None:
+            return Position(prev.ledger_id, prev.entries - 1)
+        if pos.ledger_id in self._by_id:
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        return self.first_position()
+
+    def count_entries_between(self, after: Position, upto: Position) -> int:
+        """Entries in (after, upto]."""
+        total = 0
+        for li in self._ledgers:
+            if li.ledger_id < after.ledger_id:
+                continue
+            if li.ledger_id > upto.ledger_id:
+                break
+            lo = after.entry_id + 1 if li.ledger_id == after.ledger_id else 0
+            hi = li.entries - 1
+            if li.ledger_id == upto.ledger_id:
+                hi = min(hi, upto.entry_id)
+            if hi >= lo:
+                total += hi - lo + 1
+        return total
+
+    def position_at_offset(self, after: Position, offset: int) -> Position | None:
+        """The `offset`-th entry (0-based) after `after`, or None past the end."""
+        for li in self._ledgers:
+            if li.ledger_id < after.ledger_id:
+                continue
+            lo = after.entry_id + 1 if li.ledger_id == after.ledger_id else 0
+            n = li.entries - lo
+            if n <= 0:
+                continue
+            if offset < n:
+                return Position(li.ledger_id, lo + offset)
+            offset -= n
+        return None
+
+    def has_position(self, pos: Position) -> bool:
+        li = self._by_id.get(pos.ledger_id)
+        return li is not None and 0 <= pos.entry_id < li.entries
+
+    # ------------------------------------------------------------------ reads
+    async def _read_handle(self, ledger_id: int) -> Any:
+        if self._current is not None and self._current.ledger_id == ledger_id:
+            return self._current
+        lh = self._read_handles.get(ledger_id)
+        if lh is None:
+            lh = await self.bk.open_ledger(ledger_id, self.config.password, recovery=False)
+            self._read_handles[ledger_id] = lh
+        return lh
+
+    async def read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
+        """Entries first..last of one ledger: entry cache first, then the ledger client."""
+        if self.state == State.FENCED:
+            raise ManagedLedgerFencedError(self.name)
+        out = self.cache.get_range(ledger_id, first, last)
+        start = first + len(out)
+        if start > last:
+            return out
+        try:
+            lh = await self._read_handle(ledger_id)
+            step = max(self.config.read_batch_size, 1)
+            while start <= last:
+                end = min(last, start + step - 1)
+                for le in await lh.read(start, end):
+                    out.append(Entry(Position(ledger_id, le.entry_id), bytes(le.data)))
+                start = end + 1
+        except BKError as e:
+            raise ManagedLedgerError(f"{self.name}: read {ledger_id}:{first}..{last} failed: {e}") from e
+        return out
+
+    async def read_entry(self, pos: Position) -> Entry:
+        if not self.has_position(pos):
+            raise InvalidPositionError(f"{self.name}: no entry at {pos}")
+        return (await self.read_range(pos.ledger_id, pos.entry_id, pos.entry_id))[0]
+
+    async def wait_for_entries_after(self, pos: Position) -> None:
+        """Returns once an entry after `pos` is confirmed (or the ledger closes/fences)."""
+        while self.last_confirmed_entry <= pos and self.state not in (State.CLOSED, State.FENCED, State.TERMINATED):
+            await self._new_entries.wait()
+
+    # ------------------------------------------------------------------ cursors
+    async def open_cursor(self, name: str, initial_position: str = "latest") -> "ManagedCursor":
+        from managed_ledger.cursor import ManagedCursor
+
+        if self.state in (State.CLOSED, State.FENCED):
+            raise (ManagedLedgerFencedError if self.state == State.FENCED else ManagedLedgerClosedError)(self.name)
+        cursor = self.cursors.get(name)
+        if cursor is not None:
+            return cursor
+        if initial_position == "earliest":
+            md = self.first_position()
+        elif initial_position == "latest":
+            md = self.last_confirmed_entry
+        else:
+            raise ValueError("initial_position must be 'latest' or 'earliest'")
+        cursor = ManagedCursor(self, name, durable=True)
+        await cursor.create(md)
+        self.cursors[name] = cursor
+        return cursor
+
+    def open_non_durable_cursor(self, start: Position | None = None, inclusive: bool = True, name: str = "") -> "ManagedCursor":
+        """A reader's cursor: never persisted, ignored by trimming, moved forward by it.
+
+        `start` None means the latest position; Position(-1, -1) the earliest."""
+        from managed_ledger.cursor import ManagedCursor
+
+        if start is None:
+            md = self.last_confirmed_entry
+        elif start.ledger_id < 0 or (self._ledgers and start < Position(self._ledgers[0].ledger_id, 0)):
+            md = self.first_position()
+        elif inclusive:
+            md = self.previous_position(start)
+        else:
+            md = start
+        cursor = ManagedCursor(self, name or f"reader-{id(self):x}-{len(self._non_durable)}", durable=False)
+        if md > self.last_confirmed_entry:
+            md = self.last_confirmed_entry
+        cursor._init_position(md)
+        self._non_durable.add(cursor)
+        return cursor
+
+    async def delete_cursor(self, name: str) -> None:
+        cursor = self.cursors.pop(name, None)
+        if cursor is None:
+            raise CursorNotFoundError(f"{self.name}/{name}")
+        await cursor._delete_persistent_state()
+        self._schedule_trim()
+
+    def _all_cursors(self) -> list["ManagedCursor"]:
+        return list(self.cursors.values()) + list(self._non_durable)
+
+    def _cursor_moved(self, cursor: "ManagedCursor", old_md: Position) -> None:
+        """A mark-delete moved: trim if the slowest durable cursor changed ledger, and drop
+        cache entries every active cursor has read."""
+        if cursor.durable and old_md.ledger_id != cursor.mark_delete_position.ledger_id:
+            self._schedule_trim()
+        self._invalidate_cache()
+
+    def _invalidate_cache(self) -> None:
+        cursors = [c for c in self._all_cursors() if not c.closed]
+        if cursors:
+            self.cache.invalidate_before(min(c.read_position for c in cursors))
+
+    def _slowest_durable_mark_delete(self) -> Position | None:
+        durable = [c.mark_delete_position for c in self.cursors.values()]
+        return min(durable) if durable else None
+
+    # ------------------------------------------------------------------ trimming
+    async def trim(self) -> list[int]:
+        """Delete the ledgers retention no longer keeps (see retention.py); returns ids."""
+        async with self._trim_lock:
+            if self.state in (State.CLOSED, State.FENCED, State.OPENING, State.CREATING_LEDGER):
+                return []
+            slowest = self._slowest_durable_mark_delete()
+            current_id = self.current_ledger_id
+            doomed = ledgers_to_delete(
+                self._ledgers,
+                current_ledger_id=current_id,
+                slowest_mark_delete=slowest.as_tuple() if slowest else None,
+                retention_time_ms=self.config.retention_time_ms,
+                retention_size_mb=self.config.retention_size_mb,
+                now_ms=now_ms(),
+            )
+            if not doomed:
+                return []
+            last = doomed[-1]
+            doomed_ids = {li.ledger_id for li in doomed}
+            async with self._metadata_lock:
+                if self.state in (State.CLOSED, State.FENCED):
+                    return []
+                # cursors behind the deleted ledgers move forward before the list changes
+                horizon = Position(last.ledger_id, last.entries - 1)
+                for cursor in self._all_cursors():
+                    if cursor.mark_delete_position < horizon:
+                        cursor._advance_for_trim(horizon)
+                remaining = [li for li in self._ledgers if li.ledger_id not in doomed_ids]
+                await self._write_ledger_list(remaining)
+                self._set_ledgers(remaining)
+            for li in doomed:
+                lh = self._read_handles.pop(li.ledger_id, None)
+                if lh is not None:
+                    try:
+                        await lh.close()
+                    except BKError:
+                        pass
+                self.cache.invalidate_ledger(li.ledger_id)
+                if await self._delete_ledger_quietly(li.ledger_id):
+                    self.ledgers_deleted_counter += 1
+            log.info("%s: trimmed ledgers %s", self.name, sorted(doomed_ids))
+            return sorted(doomed_ids)
+
+    def set_config(self, **changes: Any) -> None:
+        """Change settings at runtime (retention, TTL, rollover); retention applies at the
+        next trim, which is scheduled now."""
+        self.config = self.config.replace(**changes)
+        if any(k.startswith("maximum_rollover") for k in changes):
+            self._max_rollover_ms = jittered_max_rollover_ms(self.config, random.Random())
+        self._schedule_trim()
+
+    # ------------------------------------------------------------------ terminate / close
+    async def terminate(self) -> Position:
+        """No more adds: wait for in-flight ones, record the terminated position."""
+        if self.state == State.TERMINATED:
+            assert self._terminated_position is not None
+            return self._terminated_position
+        self._check_writable()
+        self.state = State.TERMINATED
+        self._ledger_ready.set()
+        if self._current is not None:
+            await self._wait_drained(self._current.ledger_id)
+        self._terminated_position = self.last_confirmed_entry
+        async with self._metadata_lock:
+            await self._write_ledger_list(self._ledgers)
+        if self._current is not None:
+            lh, self._current = self._current, None
+            await self._close_old_ledger(lh)
+        self._wake_readers()
+        return self._terminated_position
+
+    @property
+    def terminated_position(self) -> Position | None:
+        return self._terminated_position
+
+    async def close(self) -> None:
+        """Persist cursors, close the current ledger, stop background tasks."""
+        if self.state == State.CLOSED:
+            return
+        was_fenced = self.state == State.FENCED
+        if self._current is not None:
+            with trio.move_on_after(10):
+                await self._wait_drained(self._current.ledger_id)
+        self.state = State.CLOSED
+        self._ledger_ready.set()
+        for cursor in self._all_cursors():
+            try:
+                await cursor._close(persist=not was_fenced)
+            except ManagedLedgerError as e:
+                log.warning("%s: closing cursor %s: %s", self.name, cursor.name, e)
+        if self._current is not None and not was_fenced:
+            await self._close_old_ledger(self._current)
+        for lh in self._read_handles.values():
+            try:
+                await lh.close()
+            except BKError:
+                pass
+        self._read_handles.clear()
+        self._current = None
+        self.cache.clear()
+        self._wake_readers()
+        self._closed_event.set()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # ------------------------------------------------------------------ stats
+    def internal_stats(self) -> dict[str, Any]:
+        from managed_ledger.stats import internal_stats
+
+        return internal_stats(self)

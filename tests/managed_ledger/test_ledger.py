@@ -1,0 +1,203 @@
+"""ManagedLedger over the fake ledger client: adds, rollover, open/recovery, fencing."""
+
+from __future__ import annotations
+
+import trio
+import pytest
+
+from managed_ledger import (
+    ManagedLedgerConfig,
+    ManagedLedgerFactory,
+    ManagedLedgerFencedError,
+    ManagedLedgerTerminatedError,
+    Position,
+)
+from managed_ledger.errors import ManagedLedgerWriteError
+from managed_ledger.formats import decode_ml_info
+
+NAME = "t/ns/persistent/topic"
+
+
+async def test_adds_in_call_order_with_many_in_flight(factory, bookies) -> None:
+    bookies.add_delay = 0.001
+    ml = await factory.open(NAME)
+    results: dict[int, Position] = {}
+
+    async def add(i: int) -> None:
+        results[i] = await ml.add_entry(f"m{i}".encode())
+
+    async with trio.open_nursery() as n:
+        for i in range(200):
+            n.start_soon(add, i)
+    # task start order under trio is not call order, but data order == position order
+    ordered = sorted(results.items(), key=lambda kv: kv[1])
+    c = await ml.open_cursor("c", "earliest")
+    entries = await c.read_entries(500)
+    assert [e.data for e in entries] == [f"m{i}".encode() for i, _ in ordered]
+    assert len(set(results.values())) == 200
+    assert ml.number_of_entries == 200 and ml.entries_added_counter == 200
+
+
+async def test_sequential_adds_get_consecutive_positions(factory) -> None:
+    ml = await factory.open(NAME)
+    positions = [await ml.add_entry(b"x") for _ in range(5)]
+    lid = positions[0].ledger_id
+    assert positions == [Position(lid, i) for i in range(5)]
+    assert ml.last_confirmed_entry == positions[-1]
+    assert ml.total_size == 5
+
+
+async def test_rollover_by_entries_with_adds_queued_in_order(factory, bookies, config) -> None:
+    bookies.add_delay = 0.001
+    ml = await factory.open(NAME, config.replace(max_entries_per_ledger=10))
+    c = await ml.open_cursor("c", "earliest")  # keeps the ledgers from being trimmed
+    results: dict[int, Position] = {}
+
+    async def add(i: int) -> None:
+        results[i] = await ml.add_entry(f"{i}".encode())
+
+    async with trio.open_nursery() as n:
+        for i in range(35):
+            n.start_soon(add, i)
+            await trio.sleep(0)
+    ledgers = ml.ledgers
+    assert [li.entries for li in ledgers] == [10, 10, 10, 5]
+    datas = [e.data for e in await c.read_entries(100)]
+    assert datas == [str(i).encode() for i, _ in sorted(results.items(), key=lambda kv: kv[1])]
+    assert len({p.ledger_id for p in results.values()}) == 4
+
+
+async def test_rollover_by_size_and_time(factory, config) -> None:
+    ml = await factory.open(NAME, config.replace(max_size_per_ledger_mb=1))
+    big = b"x" * (600 * 1024)
+    p1 = await ml.add_entry(big)
+    p2 = await ml.add_entry(big)
+    p3 = await ml.add_entry(big)  # ledger 1 holds 1.2 MB: full
+    assert p1.ledger_id == p2.ledger_id != p3.ledger_id
+    ml2 = await factory.open(NAME + "2", config.replace(maximum_rollover_time_ms=50))
+    a = await ml2.add_entry(b"a")
+    await trio.sleep(0.2)  # the idle ledger is rolled by the background loop
+    b = await ml2.add_entry(b"b")
+    assert b.ledger_id != a.ledger_id and len(ml2.ledgers) >= 2
+
+
+async def test_minimum_rollover_time_gates_rollover(factory, config) -> None:
+    ml = await factory.open(NAME, config.replace(max_entries_per_ledger=2, minimum_rollover_time_ms=60_000))
+    ps = [await ml.add_entry(b"x") for _ in range(6)]
+    assert len({p.ledger_id for p in ps}) == 1
+
+
+async def test_reopen_recovers_and_drops_empty_ledgers(meta, bookies, config) -> None:
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f:
+        ml = await f.open(NAME)
+        for _ in range(3):
+            await ml.add_entry(b"abc")
+        # simulate a crash: do not close, the current ledger stays open
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f2:
+        ml2 = await f2.open(NAME)
+        assert [li.entries for li in ml2.ledgers][:1] == [3]
+        assert ml2.number_of_entries == 3 and ml2.total_size == 9
+        await ml2.close()
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f3:
+        ml3 = await f3.open(NAME)  # the empty ledger of the previous open is dropped
+        assert [li.entries for li in ml3.ledgers] == [3, 0]
+        data, _ = meta.nodes_value = meta.nodes[ml3.path]
+        assert [li.entries for li in decode_ml_info(data).ledgers] == [3, 0]
+        c = await ml3.open_cursor("c", "earliest")
+        assert [e.data for e in await c.read_entries(10)] == [b"abc"] * 3
+
+
+async def test_second_owner_fences_the_first(meta, bookies, config) -> None:
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f1:
+        ml1 = await f1.open(NAME)
+        acked = [await ml1.add_entry(f"{i}".encode()) for i in range(5)]
+        async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f2:
+            ml2 = await f2.open(NAME)
+            with pytest.raises(ManagedLedgerFencedError):
+                await ml1.add_entry(b"late")
+            with pytest.raises(ManagedLedgerFencedError):
+                await ml1.add_entry(b"later")
+            assert ml1.is_fenced
+            c = await ml2.open_cursor("c", "earliest")
+            assert [e.position for e in await c.read_entries(10)] == acked
+            assert (await ml2.add_entry(b"new")).ledger_id > acked[-1].ledger_id
+
+
+async def test_metadata_conflict_at_rollover_fences(meta, bookies, config) -> None:
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f1:
+        ml1 = await f1.open(NAME, config.replace(max_entries_per_ledger=2))
+        await ml1.add_entry(b"a")
+        await ml1.add_entry(b"b")
+        value, version = meta.nodes[ml1.path]
+        meta.nodes[ml1.path] = (value, version + 1)  # someone else wrote the list
+        with pytest.raises(ManagedLedgerFencedError):
+            await ml1.add_entry(b"c")  # needs a rollover -> CAS fails
+        with pytest.raises(ManagedLedgerFencedError):
+            await ml1.add_entry(b"d")
+
+
+async def test_write_failure_rolls_over(factory, bookies) -> None:
+    ml = await factory.open(NAME)
+    p0 = await ml.add_entry(b"a")
+    bookies.fail_adds = 1
+    with pytest.raises(ManagedLedgerWriteError):
+        await ml.add_entry(b"b")
+    p2 = await ml.add_entry(b"c")
+    assert p2.ledger_id > p0.ledger_id
+    c = await ml.open_cursor("c", "earliest")
+    assert [e.data for e in await c.read_entries(10)] == [b"a", b"c"]
+
+
+async def test_create_failure_fails_waiting_add_then_recovers(factory, bookies, config) -> None:
+    ml = await factory.open(NAME, config.replace(max_entries_per_ledger=1))
+    await ml.add_entry(b"a")
+    bookies.fail_creates = 1
+    with pytest.raises(ManagedLedgerWriteError):
+        await ml.add_entry(b"b")
+    p = await ml.add_entry(b"c")
+    assert p.entry_id == 0 and len(ml.ledgers) == 2
+
+
+async def test_terminate(meta, bookies, config) -> None:
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f:
+        ml = await f.open(NAME)
+        await ml.add_entry(b"a")
+        last = await ml.add_entry(b"b")
+        assert await ml.terminate() == last
+        with pytest.raises(ManagedLedgerTerminatedError):
+            await ml.add_entry(b"c")
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f:
+        ml = await f.open(NAME)
+        assert ml.terminated_position == last
+        with pytest.raises(ManagedLedgerTerminatedError):
+            await ml.add_entry(b"c")
+        c = await ml.open_cursor("c", "earliest")
+        assert len(await c.read_entries(10)) == 2
+
+
+async def test_internal_stats_shape(factory) -> None:
+    ml = await factory.open(NAME)
+    c = await ml.open_cursor("sub", "earliest")
+    ps = [await ml.add_entry(b"12345") for _ in range(4)]
+    await c.delete([ps[2]])
+    s = ml.internal_stats()
+    assert s["entriesAddedCounter"] == 4 and s["numberOfEntries"] == 4 and s["totalSize"] == 20
+    assert s["currentLedgerEntries"] == 4 and s["lastConfirmedEntry"] == str(ps[-1])
+    assert s["state"] == "LedgerOpened" and s["ledgers"][0]["entries"] == 4
+    cs = s["cursors"]["sub"]
+    assert cs["individuallyDeletedMessages"] == f"[({ps[1]}..{ps[2]}]]"
+    assert cs["markDeletePosition"] == f"{ps[0].ledger_id}:-1" and cs["totalNonContiguousDeletedMessagesRange"] == 1
+
+
+async def test_list_names_and_delete(factory, meta, bookies) -> None:
+    for t in ("a", "b"):
+        ml = await factory.open(f"t/ns/persistent/{t}")
+        await ml.add_entry(b"x")
+        await ml.open_cursor("s")
+    assert await factory.list_names("t/ns/persistent") == ["t/ns/persistent/a", "t/ns/persistent/b"]
+    assert await factory.list_names("t") == ["t/ns/persistent/a", "t/ns/persistent/b"]
+    await factory.delete("t/ns/persistent/a")
+    assert await factory.list_names("t/ns") == ["t/ns/persistent/b"]
+    assert not any(p.startswith("/managed-ledgers/t/ns/persistent/a") for p in meta.nodes)
+    owners = {l.custom_metadata.get("pulsar/managed-ledger") for l in bookies.ledgers.values()}
+    assert owners == {b"t/ns/persistent/b"}  # a's ledgers are gone
