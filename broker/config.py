@@ -1,0 +1,94 @@
+"""Broker configuration: Pulsar's ``broker.conf`` names in snake_case with their defaults.
+
+``BrokerConfig.load(path, **overrides)`` reads an optional TOML file (top-level keys or a
+``[broker]`` table) and applies CLI overrides; unknown keys are an error so typos show up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class BrokerConfig:
+    # Network
+    bind_address: str = "0.0.0.0"
+    advertised_address: str = "127.0.0.1"
+    broker_service_port: int = 6650
+    web_service_port: int = 8080
+    cluster_name: str = "standalone"
+    metadata_store_url: str = "zk://127.0.0.1:2181"
+    metadata_store_session_timeout_millis: int = 30000
+    metadata_store_operation_timeout_seconds: int = 30
+
+    # Protocol
+    max_message_size: int = 5 * 1024 * 1024
+    keep_alive_interval_seconds: int = 30
+    max_pending_publish_requests_per_connection: int = 1000
+    connection_outbox_bytes: int = 4 * 1024 * 1024
+
+    # Topics and namespaces
+    allow_auto_topic_creation: bool = True
+    allow_auto_topic_creation_type: str = "non-partitioned"
+    default_num_partitions: int = 1
+    default_number_of_namespace_bundles: int = 4
+    broker_deduplication_enabled: bool = False
+    broker_deduplication_max_number_of_producers: int = 10000
+    broker_deduplication_entries_interval: int = 1000
+    default_retention_time_in_minutes: int = 0
+    default_retention_size_in_mb: int = 0
+    ttl_duration_default_in_seconds: int = 0
+    message_expiry_check_interval_in_minutes: int = 5
+    retention_check_interval_in_seconds: int = 120
+
+    # Dispatch
+    max_unacked_messages_per_consumer: int = 50000
+    max_unacked_messages_per_subscription: int = 200000
+    dispatcher_max_read_batch_size: int = 100
+    dispatcher_max_round_robin_batch_size: int = 20
+    dispatcher_max_read_size_bytes: int = 5 * 1024 * 1024
+    delayed_delivery_enabled: bool = True
+    delayed_delivery_tick_time_millis: int = 1000
+    active_consumer_failover_delay_time_millis: int = 1000
+    subscription_redelivery_tracker_enabled: bool = True
+    acknowledgment_at_batch_index_level_enabled: bool = True
+    subscription_key_shared_use_consistent_hashing: bool = False
+
+    # Managed ledger defaults
+    managed_ledger_default_ensemble_size: int = 2
+    managed_ledger_default_write_quorum: int = 2
+    managed_ledger_default_ack_quorum: int = 2
+    managed_ledger_max_entries_per_ledger: int = 50000
+    managed_ledger_max_size_per_ledger_mbytes: int = 2048
+
+    # Metrics
+    expose_topic_level_metrics_in_prometheus: bool = True
+
+    @classmethod
+    def load(cls: type[T], path: str | Path | None = None, *, table: str = "broker", **overrides: Any) -> T:
+        return load_dataclass(cls, path, table=table, **overrides)
+
+
+def load_dataclass(cls: type[T], path: str | Path | None, *, table: str, **overrides: Any) -> T:
+    """Build dataclass ``cls`` from a TOML file (top level or ``[table]``) plus overrides."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+        section = doc.get(table, doc)
+        values.update({k: v for k, v in section.items() if not isinstance(v, dict)})
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(f"unknown {table} config keys: {', '.join(unknown)}")
+    return cls(**values)
+
+
+__all__ = ["BrokerConfig", "load_dataclass"]

@@ -1,0 +1,586 @@
+"""One client connection speaking the Pulsar binary protocol.
+
+Three tasks per connection, all owned by the connection's nursery: the reader decodes frames
+in bulk and handles each command (quick ones inline; ones that touch the metadata store or a
+cursor in their own task so the connection keeps reading), the writer drains the outbox and
+sends everything queued in one ``send_all`` (batched socket writes), and the keep-alive task
+pings an idle client and closes a dead one. The outbox is bounded: dispatch waits for it to
+drain, so a slow consumer applies backpressure instead of growing memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import time
+import uuid
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import trio
+
+from broker.consumer import Consumer, Delivery
+from broker.errors import BrokerError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
+from broker.names import NamespaceName, TopicName
+from broker.producer import Producer
+from broker.schemas import version_bytes, version_int
+from broker.topic import EARLIEST, LATEST
+from clients.protocol import commands as C
+from clients.protocol import frames
+from clients.protocol import pulsar_api_pb2 as pb
+from clients.protocol.errors import ProtocolError
+from managed_ledger import Position
+from managed_ledger.errors import ManagedLedgerError
+from metadata.errors import MetadataError
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+T = pb.BaseCommand
+SERVER_VERSION = "Pulsar Server quire-0.1"
+_conn_ids = itertools.count(1)
+
+
+def server_error_code(exc: BaseException) -> int:
+    name = getattr(exc, "server_error", None)
+    if isinstance(exc, MetadataError):
+        name = "MetadataError"
+    elif isinstance(exc, ManagedLedgerError):
+        name = "PersistenceError"
+    try:
+        return pb.ServerError.Value(name or "UnknownError")
+    except ValueError:
+        return pb.ServerError.UnknownError
+
+
+def _position(mid: pb.MessageIdData) -> Position:
+    return Position(C.signed64(mid.ledgerId), C.signed64(mid.entryId))
+
+
+class ServerConnection:
+    def __init__(self, service: "BrokerService", stream: trio.SocketStream) -> None:
+        self.service = service
+        self.config = service.config
+        self.stream = stream
+        self.id = next(_conn_ids)
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            self.address = f"{host}:{port}"
+        except OSError:
+            self.address = "unknown"
+        self.decoder = frames.FrameDecoder(self.config.max_message_size + frames.MESSAGE_SIZE_FRAME_PADDING)
+        self.remote_version = 0
+        self.client_version = ""
+        self.connected = False
+        self.closed = False
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self._creating_producers: set[int] = set()
+        self._creating_consumers: set[int] = set()
+        self._ready_consumers: set[int] = set()
+        self._early_active: dict[int, bool] = {}
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._out_ready = trio.Event()
+        self._drained = trio.Event()
+        self._drained.set()
+        self._pending_publish = 0
+        self._publish_room = trio.Event()
+        self._publish_room.set()
+        self._last_received = trio.current_time()
+        self._nursery: trio.Nursery | None = None
+        self.connected_since = time.time()
+
+    # -- task structure --------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        self.service.metrics.connections_opened()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._writer)
+                nursery.start_soon(self._keep_alive)
+                try:
+                    await self._reader()
+                finally:
+                    nursery.cancel_scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self.closed = True
+            self._cleanup()
+            self.service.metrics.connections_closed()
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(1):
+                    await self.stream.aclose()
+
+    def _cleanup(self) -> None:
+        for p in list(self.producers.values()):
+            p.topic.remove_producer(p)
+        self.producers.clear()
+        for c in list(self.consumers.values()):
+            if c.subscription is not None:
+                c.subscription.remove_consumer(c)
+        self.consumers.clear()
+
+    async def _reader(self) -> None:
+        while True:
+            data = await self.stream.receive_some(256 * 1024)
+            if not data:
+                return
+            self._last_received = trio.current_time()
+            try:
+                decoded = self.decoder.feed(data)
+            except ProtocolError as exc:
+                log.info("closing connection %s: %s", self.address, exc)
+                return
+            for frame in decoded:
+                if not await self._handle(frame):
+                    return
+
+    async def _writer(self) -> None:
+        while True:
+            await self._out_ready.wait()
+            self._out_ready = trio.Event()
+            while self._out:
+                chunk = b"".join(self._out)
+                self._out.clear()
+                self._out_bytes = 0
+                self._drained.set()
+                await self.stream.send_all(chunk)
+
+    async def _keep_alive(self) -> None:
+        interval = self.config.keep_alive_interval_seconds
+        if interval <= 0:
+            return
+        while True:
+            await trio.sleep(interval)
+            if trio.current_time() - self._last_received > 2 * interval:
+                log.info("closing idle connection %s (no keep-alive answer)", self.address)
+                if self._nursery is not None:
+                    self._nursery.cancel_scope.cancel()
+                return
+            if self.connected:
+                self.write(C.ping())
+
+    # -- output ----------------------------------------------------------------------------
+
+    def write(self, command: pb.BaseCommand) -> None:
+        self.write_raw(frames.encode_command(command))
+
+    def write_raw(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes > self.config.connection_outbox_bytes:
+            self._drained = trio.Event() if self._drained.is_set() else self._drained
+        self._out_ready.set()
+
+    async def wait_writable(self) -> None:
+        while self._out_bytes > self.config.connection_outbox_bytes and not self.closed:
+            if self._drained.is_set():
+                self._drained = trio.Event()
+            await self._drained.wait()
+
+    # -- peer interface used by producers and consumers ------------------------------------
+
+    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int) -> None:
+        self.write(C.send_receipt(producer_id, sequence_id, ledger_id, entry_id,
+                                  highest_sequence_id=highest_sequence_id or None))
+
+    def send_send_error(self, producer_id: int, sequence_id: int, error: str, message: str) -> None:
+        self.write(C.send_error(producer_id, sequence_id, pb.ServerError.Value(error), message))
+
+    def send_close_producer(self, producer_id: int) -> None:
+        self.producers.pop(producer_id, None)
+        self.write(C.close_producer(producer_id, -1 & 0xFFFFFFFFFFFFFFFF))
+
+    def send_close_consumer(self, consumer_id: int) -> None:
+        self.consumers.pop(consumer_id, None)
+        self._ready_consumers.discard(consumer_id)
+        self.write(C.close_consumer(consumer_id, -1 & 0xFFFFFFFFFFFFFFFF))
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        if self.remote_version < 12:
+            return
+        if consumer_id not in self._ready_consumers:
+            self._early_active[consumer_id] = is_active  # sent right after SUCCESS
+            return
+        self.write(C.active_consumer_change(consumer_id, is_active))
+
+    async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery]) -> None:
+        out = self._out
+        nbytes = 0
+        for d in deliveries:
+            cmd = C.message(consumer_id, d.position.ledger_id, d.position.entry_id, partition=partition,
+                            redelivery_count=d.redelivery_count, ack_set=d.ack_set)
+            frame = frames.message_frame(cmd, d.data)
+            out.append(frame)
+            nbytes += len(frame)
+        self._out_bytes += nbytes
+        self._out_ready.set()
+        self.service.metrics.dispatched(len(deliveries), sum(d.num_messages for d in deliveries), nbytes)
+        await self.wait_writable()
+
+    # -- dispatch of incoming commands -----------------------------------------------------
+
+    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(fn, *args)
+
+    async def _handle(self, frame: frames.Frame) -> bool:
+        cmd = frame.command
+        t = cmd.type
+        if not self.connected:
+            if t != T.CONNECT:
+                log.info("connection %s sent %s before CONNECT", self.address, C.type_name(cmd))
+                return False
+            self._on_connect(cmd.connect)
+            return True
+        if t == T.SEND:
+            await self._on_send(cmd.send, frame)
+        elif t == T.FLOW:
+            c = self.consumers.get(cmd.flow.consumer_id)
+            if c is not None and c.subscription is not None:
+                c.subscription.on_flow(c, cmd.flow.messagePermits)
+        elif t == T.ACK:
+            self._on_ack(cmd.ack)
+        elif t == T.PING:
+            self.write(C.pong())
+        elif t == T.PONG:
+            pass
+        elif t == T.PARTITIONED_METADATA:
+            self._spawn(self._on_partitioned_metadata, cmd.partitionMetadata)
+        elif t == T.LOOKUP:
+            self._spawn(self._on_lookup, cmd.lookupTopic)
+        elif t == T.PRODUCER:
+            self._spawn(self._on_producer, cmd.producer)
+        elif t == T.SUBSCRIBE:
+            self._spawn(self._on_subscribe, cmd.subscribe)
+        elif t == T.REDELIVER_UNACKNOWLEDGED_MESSAGES:
+            self._on_redeliver(cmd.redeliverUnacknowledgedMessages)
+        elif t == T.CLOSE_PRODUCER:
+            self._on_close_producer(cmd.close_producer)
+        elif t == T.CLOSE_CONSUMER:
+            self._on_close_consumer(cmd.close_consumer)
+        elif t == T.UNSUBSCRIBE:
+            self._spawn(self._on_unsubscribe, cmd.unsubscribe)
+        elif t == T.SEEK:
+            self._spawn(self._on_seek, cmd.seek)
+        elif t == T.GET_LAST_MESSAGE_ID:
+            self._spawn(self._on_get_last_message_id, cmd.getLastMessageId)
+        elif t == T.GET_TOPICS_OF_NAMESPACE:
+            self._spawn(self._on_get_topics, cmd.getTopicsOfNamespace)
+        elif t == T.CONSUMER_STATS:
+            self._on_consumer_stats(cmd.consumerStats)
+        elif t == T.GET_SCHEMA:
+            self._spawn(self._on_get_schema, cmd.getSchema)
+        elif t == T.GET_OR_CREATE_SCHEMA:
+            self._spawn(self._on_get_or_create_schema, cmd.getOrCreateSchema)
+        elif t == T.AUTH_RESPONSE:
+            pass
+        else:
+            log.info("connection %s: unsupported command %s", self.address, C.type_name(cmd))
+        return True
+
+    def _on_connect(self, c: pb.CommandConnect) -> None:
+        self.remote_version = c.protocol_version
+        self.client_version = c.client_version
+        self.connected = True
+        self.write(C.connected(SERVER_VERSION, min(c.protocol_version, C.PROTOCOL_VERSION),
+                               max_message_size=self.config.max_message_size))
+
+    def _error(self, request_id: int, exc: BaseException) -> None:
+        if not isinstance(exc, BrokerError):
+            log.warning("request %d on %s failed: %r", request_id, self.address, exc)
+        self.write(C.error(request_id, server_error_code(exc), str(exc) or type(exc).__name__))
+
+    # -- lookup ----------------------------------------------------------------------------
+
+    async def _on_partitioned_metadata(self, c: pb.CommandPartitionedTopicMetadata) -> None:
+        try:
+            name = TopicName.parse(c.topic)
+            n = await self.service.partitioned_metadata(name)
+            self.write(C.partitioned_metadata_response(c.request_id, n))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self.write(C.partitioned_metadata_response(c.request_id, error=server_error_code(exc), message=str(exc)))
+
+    async def _on_lookup(self, c: pb.CommandLookupTopic) -> None:
+        try:
+            name = TopicName.parse(c.topic)
+            url, redirect = await self.service.lookup(name, authoritative=c.authoritative)
+            self.write(C.lookup_response(c.request_id, broker_service_url=url, redirect=redirect, authoritative=True))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self.write(C.lookup_response(c.request_id, error=server_error_code(exc), message=str(exc)))
+
+    async def _on_get_topics(self, c: pb.CommandGetTopicsOfNamespace) -> None:
+        try:
+            ns = NamespaceName.parse(c.namespace)
+            topics = [] if c.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else await self.service.list_topics(ns)
+            filtered = False
+            if c.HasField("topics_pattern"):
+                pattern = re.compile(c.topics_pattern.split("://", 1)[-1])
+                topics = [t for t in topics if pattern.match(t.split("://", 1)[-1])]
+                filtered = True
+            self.write(C.get_topics_of_namespace_response(c.request_id, topics, filtered=filtered))
+        except (BrokerError, MetadataError, ManagedLedgerError, re.error) as exc:
+            self._error(c.request_id, exc)
+
+    # -- producers -------------------------------------------------------------------------
+
+    async def _on_producer(self, c: pb.CommandProducer) -> None:
+        pid = c.producer_id
+        existing = self.producers.get(pid)
+        if existing is not None:
+            self.write(C.producer_success(c.request_id, existing.name, existing.topic.last_sequence_id(existing.name),
+                                          schema_version=existing.schema_version, topic_epoch=existing.epoch))
+            return
+        if pid in self._creating_producers:
+            self._error(c.request_id, ServiceNotReadyError("Producer is already present on the connection"))
+            return
+        self._creating_producers.add(pid)
+        try:
+            name = TopicName.parse(c.topic)
+            topic = await self.service.get_topic(name, create=True)
+            schema_version = None
+            if c.HasField("schema"):
+                v = await self.service.schemas.get_or_create(
+                    name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
+                schema_version = version_bytes(v)
+            pname = c.producer_name if c.HasField("producer_name") and c.producer_name else self.service.new_producer_name()
+            producer = Producer(topic, self, pid, pname, access_mode=c.producer_access_mode,
+                                user_provided_name=c.user_provided_producer_name,
+                                metadata={kv.key: kv.value for kv in c.metadata}, schema_version=schema_version)
+            wait = await topic.add_producer(producer, c.topic_epoch if c.HasField("topic_epoch") else None)
+            if wait is not None:
+                self.write(C.producer_success(c.request_id, pname, -1, schema_version=schema_version, producer_ready=False))
+                await wait.wait()
+                if topic.closed or producer.closed:
+                    self._error(c.request_id, ServiceNotReadyError("Topic closed while waiting for exclusive access"))
+                    return
+            self.producers[pid] = producer
+            self.write(C.producer_success(c.request_id, pname, topic.last_sequence_id(pname),
+                                          schema_version=schema_version, topic_epoch=producer.epoch))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self._error(c.request_id, exc)
+        finally:
+            self._creating_producers.discard(pid)
+
+    async def _on_send(self, c: pb.CommandSend, frame: frames.Frame) -> None:
+        producer = self.producers.get(c.producer_id)
+        if producer is None or producer.closed:
+            # The broker closed it (unload, fencing) and the client has not noticed yet: the
+            # client resends after it re-creates the producer.
+            return
+        highest = c.highest_sequence_id if c.HasField("highest_sequence_id") else 0
+        if frame.checksum_ok is False:
+            slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
+            producer.complete(slot, -1, -1, ("ChecksumError", "Checksum failed on the broker"))
+            return
+        data = frame.stored_entry()
+        slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
+        while self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
+            self._publish_room = trio.Event()
+            await self._publish_room.wait()
+        self._pending_publish += 1
+        self.service.metrics.published(c.num_messages, len(data))
+        await producer.topic.publish(producer, slot, data, self._publish_done)
+
+    def _publish_done(self) -> None:
+        self._pending_publish -= 1
+        self._publish_room.set()
+
+    def _on_close_producer(self, c: pb.CommandCloseProducer) -> None:
+        producer = self.producers.pop(c.producer_id, None)
+        if producer is not None:
+            producer.topic.remove_producer(producer)
+        self.write(C.success(c.request_id))
+
+    # -- consumers -------------------------------------------------------------------------
+
+    async def _on_subscribe(self, c: pb.CommandSubscribe) -> None:
+        cid = c.consumer_id
+        if cid in self.consumers:
+            self.write(C.success(c.request_id))
+            return
+        if cid in self._creating_consumers:
+            self._error(c.request_id, ServiceNotReadyError("Consumer is already present on the connection"))
+            return
+        self._creating_consumers.add(cid)
+        try:
+            name = TopicName.parse(c.topic)
+            topic = await self.service.get_topic(name, create=c.force_topic_creation)
+            if c.HasField("schema") and c.schema.type != 0:
+                await self.service.schemas.get_or_create(
+                    name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
+            start = None
+            if c.HasField("start_message_id"):
+                start = _position(c.start_message_id)
+                if start.ledger_id < 0:
+                    start = EARLIEST
+                elif start.ledger_id >= LATEST.ledger_id:
+                    start = LATEST
+            ranges = None
+            mode = 0
+            if c.HasField("keySharedMeta"):
+                mode = c.keySharedMeta.keySharedMode
+                ranges = [(r.start, r.end) for r in c.keySharedMeta.hashRanges] or None
+            consumer = Consumer(
+                subscription=None,  # type: ignore[arg-type]
+                peer=self, consumer_id=cid,
+                name=c.consumer_name if c.consumer_name else uuid.uuid4().hex[:10],
+                sub_type=c.subType, priority_level=c.priority_level,
+                metadata={kv.key: kv.value for kv in c.metadata}, key_ranges=ranges,
+            )
+            self.consumers[cid] = consumer
+            initial = "earliest" if c.initialPosition == pb.CommandSubscribe.Earliest else "latest"
+            try:
+                await topic.subscribe(consumer, c.subscription, durable=c.durable, initial_position=initial,
+                                      start=start, key_shared_mode=mode)
+            except BaseException:
+                self.consumers.pop(cid, None)
+                raise
+            if self.consumers.get(cid) is not consumer:
+                return  # closed meanwhile
+            self.write(C.success(c.request_id))
+            self._ready_consumers.add(cid)
+            if cid in self._early_active:
+                self.write(C.active_consumer_change(cid, self._early_active.pop(cid)))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self._error(c.request_id, exc)
+        finally:
+            self._creating_consumers.discard(cid)
+
+    def _on_ack(self, c: pb.CommandAck) -> None:
+        consumer = self.consumers.get(c.consumer_id)
+        request_id = c.request_id if c.HasField("request_id") else None
+        if consumer is None or consumer.subscription is None:
+            if request_id is not None:
+                self.write(C.ack_response(c.consumer_id, request_id, error=pb.ServerError.ConsumerNotFound,
+                                          message="Consumer not found"))
+            return
+        ids = [(_position(m), list(m.ack_set) if len(m.ack_set) else None) for m in c.message_id]
+        if not ids:
+            return
+        callback = None
+        if request_id is not None:
+            def callback(exc: BaseException | None, cid: int = c.consumer_id, rid: int = request_id) -> None:
+                if exc is None:
+                    self.write(C.ack_response(cid, rid))
+                else:
+                    self.write(C.ack_response(cid, rid, error=server_error_code(exc), message=str(exc)))
+        consumer.subscription.on_ack(consumer, c.ack_type == pb.CommandAck.Cumulative, ids, callback)
+
+    def _on_redeliver(self, c: pb.CommandRedeliverUnacknowledgedMessages) -> None:
+        consumer = self.consumers.get(c.consumer_id)
+        if consumer is None or consumer.subscription is None:
+            return
+        ids = [_position(m) for m in c.message_ids] if len(c.message_ids) else None
+        consumer.subscription.on_redeliver(consumer, ids)
+
+    def _on_close_consumer(self, c: pb.CommandCloseConsumer) -> None:
+        consumer = self.consumers.pop(c.consumer_id, None)
+        self._ready_consumers.discard(c.consumer_id)
+        if consumer is not None and consumer.subscription is not None:
+            consumer.subscription.remove_consumer(consumer)
+        self.write(C.success(c.request_id))
+
+    def _consumer(self, consumer_id: int) -> Consumer:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None or consumer.subscription is None:
+            raise ConsumerNotFoundError(f"Consumer {consumer_id} not found")
+        return consumer
+
+    async def _on_unsubscribe(self, c: pb.CommandUnsubscribe) -> None:
+        try:
+            consumer = self._consumer(c.consumer_id)
+            sub = consumer.subscription
+            if any(other is not consumer for other in sub.consumers):
+                raise NotAllowedError("Subscription has other connected consumers")
+            self.consumers.pop(c.consumer_id, None)
+            self._ready_consumers.discard(c.consumer_id)
+            sub.remove_consumer(consumer)
+            if sub.durable:
+                await sub.topic.delete_subscription(sub.name, force=True)
+            self.write(C.success(c.request_id))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self._error(c.request_id, exc)
+
+    async def _on_seek(self, c: pb.CommandSeek) -> None:
+        try:
+            consumer = self._consumer(c.consumer_id)
+            sub = consumer.subscription
+            if c.HasField("message_id"):
+                pos = _position(c.message_id)
+                if pos.ledger_id < 0:
+                    pos = EARLIEST
+                elif pos.ledger_id >= LATEST.ledger_id:
+                    pos = LATEST
+                await sub.reset(pos)
+            elif c.HasField("message_publish_time"):
+                await sub.reset(timestamp_ms=c.message_publish_time)
+            else:
+                raise NotAllowedError("Message id and message publish time were not present")
+            self.write(C.success(c.request_id))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self._error(c.request_id, exc)
+
+    async def _on_get_last_message_id(self, c: pb.CommandGetLastMessageId) -> None:
+        try:
+            consumer = self._consumer(c.consumer_id)
+            sub = consumer.subscription
+            topic = sub.topic
+            last, batch_index = await topic.last_message_id()
+            partition = topic.name.partition_index
+            last_id = C.message_id(last.ledger_id, last.entry_id, partition, batch_index)
+            md = sub.cursor.mark_delete_position
+            md_id = C.message_id(md.ledger_id, md.entry_id, partition) if md.ledger_id >= 0 else None
+            self.write(C.get_last_message_id_response(c.request_id, last_id, mark_delete_position=md_id))
+        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
+            self._error(c.request_id, exc)
+
+    def _on_consumer_stats(self, c: pb.CommandConsumerStats) -> None:
+        consumer = self.consumers.get(c.consumer_id)
+        if consumer is None or consumer.subscription is None:
+            self.write(C.consumer_stats_response(c.request_id, error_code=pb.ServerError.ConsumerNotFound,
+                                                 error_message="Consumer not found"))
+            return
+        sub = consumer.subscription
+        self.write(C.consumer_stats_response(
+            c.request_id, msgRateOut=0.0, msgThroughputOut=0.0, msgRateRedeliver=0.0,
+            consumerName=consumer.name, availablePermits=max(0, consumer.permits),
+            unackedMessages=consumer.unacked_messages, blockedConsumerOnUnackedMsgs=consumer.blocked,
+            address=self.address,
+            connectedSince=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(consumer.connected_since)),
+            type=sub.stats()["type"], msgRateExpired=0.0,
+            msgBacklog=sub.cursor.number_of_entries_in_backlog, messageAckRate=0.0,
+        ))
+
+    # -- schema ----------------------------------------------------------------------------
+
+    async def _on_get_schema(self, c: pb.CommandGetSchema) -> None:
+        try:
+            name = TopicName.parse(c.topic)
+            version = version_int(c.schema_version) if c.HasField("schema_version") else None
+            s = await self.service.schemas.get(name, version)
+            if s is None:
+                self.write(C.get_schema_response(c.request_id, error_code=pb.ServerError.TopicNotFound,
+                                                 error_message="Topic not found or no-schema"))
+                return
+            schema = C.schema(s["name"], s["type"], s["data"], s.get("properties"))
+            self.write(C.get_schema_response(c.request_id, schema_=schema, schema_version=version_bytes(s["version"])))
+        except (BrokerError, MetadataError) as exc:
+            self.write(C.get_schema_response(c.request_id, error_code=server_error_code(exc), error_message=str(exc)))
+
+    async def _on_get_or_create_schema(self, c: pb.CommandGetOrCreateSchema) -> None:
+        try:
+            name = TopicName.parse(c.topic)
+            v = await self.service.schemas.get_or_create(
+                name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
+            self.write(C.get_or_create_schema_response(c.request_id, schema_version=version_bytes(v)))
+        except (BrokerError, MetadataError) as exc:
+            self.write(C.get_or_create_schema_response(c.request_id, error_code=server_error_code(exc),
+                                                       error_message=str(exc)))

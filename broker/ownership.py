@@ -1,0 +1,73 @@
+"""Namespace-bundle ownership: which broker serves a topic.
+
+A namespace's hash range is split into bundles (policy ``bundles.boundaries``); a topic falls
+into the bundle holding crc32 of its name. The owner holds the ephemeral node
+``/namespace/<tenant>/<ns>/<0xLOW_0xHIGH>`` with its URLs (Pulsar's NamespaceEphemeralData);
+it disappears with the owner's metadata session, and the next lookup elects a new owner.
+"""
+
+from __future__ import annotations
+
+import bisect
+import zlib
+from typing import Any
+
+from broker.names import TopicName
+from metadata import values
+from metadata.errors import AlreadyExistsError, NotFoundError
+
+
+def bundle_of(topic: TopicName, boundaries: list[str]) -> str:
+    bounds = [int(b, 16) for b in boundaries]
+    h = zlib.crc32(str(topic).encode())
+    i = max(0, min(len(bounds) - 2, bisect.bisect_right(bounds, h) - 1))
+    return f"{boundaries[i]}_{boundaries[i + 1]}"
+
+
+class OwnershipCache:
+    def __init__(self, store: Any, native_url: str, http_url: str) -> None:
+        self.store = store
+        self.native_url = native_url
+        self.http_url = http_url
+        self.owned: set[str] = set()
+
+    @staticmethod
+    def path(topic: TopicName, boundaries: list[str]) -> str:
+        return f"/namespace/{topic.tenant}/{topic.namespace}/{bundle_of(topic, boundaries)}"
+
+    async def owner(self, topic: TopicName, boundaries: list[str], acquire: bool = True) -> dict[str, Any] | None:
+        """The owner's data; acquires the bundle when nobody owns it (and ``acquire``)."""
+        path = self.path(topic, boundaries)
+        if path in self.owned:
+            return self._mine()
+        while True:
+            try:
+                raw, _ = await self.store.get(path)
+                data = values.unpack(raw)
+                if data.get("nativeUrl") == self.native_url:
+                    self.owned.add(path)
+                return data
+            except NotFoundError:
+                if not acquire:
+                    return None
+            try:
+                await self.store.create(path, values.pack(self._mine()), ephemeral=True, make_parents=True)
+                self.owned.add(path)
+                return self._mine()
+            except AlreadyExistsError:
+                continue
+
+    def _mine(self) -> dict[str, Any]:
+        return {"nativeUrl": self.native_url, "nativeUrlTls": None, "httpUrl": self.http_url,
+                "httpUrlTls": None, "disabled": False, "advertisedListeners": {}}
+
+    def is_mine(self, data: dict[str, Any] | None) -> bool:
+        return data is not None and data.get("nativeUrl") == self.native_url
+
+    async def release_all(self) -> None:
+        for path in list(self.owned):
+            try:
+                await self.store.delete(path)
+            except NotFoundError:
+                pass
+        self.owned.clear()

@@ -1,0 +1,102 @@
+"""A producer attached to a topic: identity, access mode and in-order SEND_RECEIPTs.
+
+Sends are persisted concurrently (pipelined) but the client needs receipts in the order it
+sent them, so every SEND gets a ``PendingSend`` slot in a FIFO; a completed slot is answered
+only once every slot before it has completed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from broker.topic import PersistentTopic
+
+ACCESS_MODES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
+
+
+class ProducerPeer(Protocol):
+    """What a producer needs from its client connection."""
+
+    address: str
+
+    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int) -> None: ...
+
+    def send_send_error(self, producer_id: int, sequence_id: int, error: str, message: str) -> None: ...
+
+    def send_close_producer(self, producer_id: int) -> None: ...
+
+
+@dataclass
+class PendingSend:
+    sequence_id: int
+    highest_sequence_id: int
+    num_messages: int
+    size: int
+    ledger_id: int = -1
+    entry_id: int = -1
+    error: tuple[str, str] | None = None  # (ServerError name, message)
+    done: bool = False
+
+
+@dataclass
+class Producer:
+    topic: "PersistentTopic"
+    peer: ProducerPeer
+    producer_id: int
+    name: str
+    access_mode: int = 0
+    epoch: int = 0
+    user_provided_name: bool = True
+    metadata: dict[str, str] = field(default_factory=dict)
+    schema_version: bytes | None = None
+    connected_since: float = field(default_factory=time.time)
+    closed: bool = False
+    # Counters for stats
+    msg_in: int = 0
+    bytes_in: int = 0
+    _pending: deque[PendingSend] = field(default_factory=deque)
+
+    def new_pending(self, sequence_id: int, highest_sequence_id: int, num_messages: int, size: int) -> PendingSend:
+        slot = PendingSend(sequence_id, highest_sequence_id, num_messages, size)
+        self._pending.append(slot)
+        return slot
+
+    def complete(self, slot: PendingSend, ledger_id: int, entry_id: int, error: tuple[str, str] | None = None) -> None:
+        slot.ledger_id, slot.entry_id, slot.error, slot.done = ledger_id, entry_id, error, True
+        self._flush()
+
+    def _flush(self) -> None:
+        q = self._pending
+        while q and q[0].done:
+            s = q.popleft()
+            if self.closed:
+                continue
+            if s.error is None:
+                self.msg_in += s.num_messages
+                self.bytes_in += s.size
+                self.peer.send_receipt(self.producer_id, s.sequence_id, s.highest_sequence_id, s.ledger_id, s.entry_id)
+            else:
+                self.peer.send_send_error(self.producer_id, s.sequence_id, s.error[0], s.error[1])
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "producerId": self.producer_id,
+            "producerName": self.name,
+            "accessMode": ACCESS_MODES.get(self.access_mode, "Shared"),
+            "msgRateIn": 0.0,
+            "msgThroughputIn": 0.0,
+            "averageMsgSize": (self.bytes_in / self.msg_in) if self.msg_in else 0.0,
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "address": self.peer.address,
+            "connectedSince": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.connected_since)),
+            "metadata": dict(self.metadata),
+        }

@@ -1,0 +1,322 @@
+"""BrokerService: the topics this broker owns and the binary-protocol listener.
+
+Owns one nursery for everything long-lived: the listener, every connection, every loaded
+topic (each with its subscriptions' dispatch tasks) and periodic housekeeping (message TTL,
+rate stats). Topics load on first use: ownership of the namespace bundle is checked (and
+acquired) in the metadata store, then the managed ledger is opened and existing durable
+subscriptions and dedup state are restored.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from broker.config import BrokerConfig
+from broker.connection import ServerConnection
+from broker.entry_meta import parse_metadata
+from broker.errors import (
+    BrokerError,
+    ConflictError,
+    NamespaceNotFoundError,
+    NotAllowedError,
+    ServiceNotReadyError,
+    TopicNotFoundError,
+)
+from broker.metrics import BrokerMetrics
+from broker.names import NamespaceName, TopicName
+from broker.namespaces import NamespaceResources
+from broker.ownership import OwnershipCache
+from broker.schemas import SchemaRegistry
+from broker.topic import PersistentTopic
+from managed_ledger import ManagedLedgerConfig
+from managed_ledger.errors import ManagedLedgerError
+from metadata import values
+from metadata.errors import MetadataError
+
+log = logging.getLogger(__name__)
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig, store: Any, ml_factory: Any) -> None:
+        self.config = config
+        self.store = store
+        self.factory = ml_factory
+        self.namespaces = NamespaceResources(store, config.cluster_name, config.default_number_of_namespace_bundles)
+        self.schemas = SchemaRegistry(store)
+        self.metrics = BrokerMetrics()
+        self.metrics.attach(self)
+        self.topics: dict[str, PersistentTopic] = {}
+        self._loading: dict[str, trio.Event] = {}
+        self._nursery: trio.Nursery | None = None
+        self._producer_ids = itertools.count()
+        self.port = config.broker_service_port
+        self.web_port = config.web_service_port
+        self.ownership: OwnershipCache | None = None
+        self.started_at = time.time()
+
+    # -- identity --------------------------------------------------------------------------
+
+    @property
+    def broker_id(self) -> str:
+        return f"{self.config.advertised_address}:{self.web_port}"
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.config.advertised_address}:{self.port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.config.advertised_address}:{self.web_port}"
+
+    def new_producer_name(self) -> str:
+        return f"{self.config.cluster_name}-{self.port}-{next(self._producer_ids)}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus["BrokerService"] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen for clients until cancelled; topics close cleanly on the way out."""
+        listeners = await trio.open_tcp_listeners(self.config.broker_service_port, host=self.config.bind_address)
+        self.port = listeners[0].socket.getsockname()[1]
+        self.ownership = OwnershipCache(self.store, self.service_url, self.web_url)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await self._register()
+                self.store.on_session_lost(self._session_lost)
+                nursery.start_soon(self._housekeeping)
+                nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.shutdown()
+
+    async def shutdown(self) -> None:
+        with trio.move_on_after(15):
+            for topic in list(self.topics.values()):
+                await topic.close(disconnect_clients=True)
+        if self.ownership is not None:
+            with trio.move_on_after(2):
+                try:
+                    await self.ownership.release_all()
+                except MetadataError:
+                    pass
+
+    async def _register(self) -> None:
+        path = f"/loadbalance/brokers/{self.config.advertised_address}:{self.web_port}"
+        data = values.pack({"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_url,
+                            "brokerVersionString": "quire-0.1", "startTimestamp": int(self.started_at * 1000)})
+        try:
+            await self.store.delete(path)
+        except MetadataError:
+            pass
+        await self.store.create(path, data, ephemeral=True, make_parents=True)
+
+    def _session_lost(self) -> None:
+        log.warning("metadata session lost: closing every topic")
+        if self.ownership is not None:
+            self.ownership.owned.clear()
+        for topic in list(self.topics.values()):
+            self.spawn(topic.close)
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(fn, *args)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        try:
+            stream.setsockopt(6, 1, 1)  # TCP_NODELAY: receipts must not wait for Nagle
+        except OSError:
+            pass
+        await ServerConnection(self, stream).serve()
+
+    async def _housekeeping(self) -> None:
+        """Message TTL: expire (acknowledge) messages older than the namespace's TTL."""
+        interval = max(1, self.config.message_expiry_check_interval_in_minutes * 60)
+        while True:
+            await trio.sleep(interval)
+            for topic in list(self.topics.values()):
+                try:
+                    await self.expire_messages(topic)
+                except (BrokerError, ManagedLedgerError, MetadataError) as exc:
+                    log.warning("message expiry on %s failed: %r", topic.name, exc)
+
+    async def expire_messages(self, topic: PersistentTopic) -> None:
+        ttl = topic.policies.get("message_ttl_in_seconds")
+        if ttl is None:
+            ttl = self.config.ttl_duration_default_in_seconds
+        if not ttl:
+            return
+        cutoff = int(time.time() * 1000) - int(ttl) * 1000
+        for sub in list(topic.subscriptions.values()):
+            if not sub.durable:
+                continue
+            async with sub.lock:
+                newest = await sub.cursor.find_newest_matching(
+                    lambda e: parse_metadata(e.data).publish_time < cutoff)
+                if newest is not None and newest > sub.cursor.mark_delete_position:
+                    await sub.cursor.mark_delete(newest)
+                    sub.msg_expired += 1
+                    sub.notify()
+
+    # -- topics ----------------------------------------------------------------------------
+
+    async def _auto_creation(self, ns: NamespaceName) -> tuple[bool, str, int]:
+        policies = await self.namespaces.get_policies(ns)
+        override = policies.get("autoTopicCreationOverride") or {}
+        allowed = override.get("allowAutoTopicCreation", self.config.allow_auto_topic_creation)
+        kind = override.get("topicType", self.config.allow_auto_topic_creation_type)
+        parts = override.get("defaultNumPartitions", self.config.default_num_partitions)
+        return bool(allowed), kind, int(parts or 1)
+
+    async def partitioned_metadata(self, name: TopicName) -> int:
+        """Partition count for PARTITIONED_METADATA (auto-creating a partitioned topic when
+        the namespace asks for that type)."""
+        if not await self.namespaces.namespace_exists(name.namespace_name):
+            raise NamespaceNotFoundError(f"Namespace {name.namespace_name} does not exist")
+        n = await self.namespaces.partitions(name)
+        if n or name.partition_index >= 0:
+            return n
+        allowed, kind, parts = await self._auto_creation(name.namespace_name)
+        if allowed and kind == "partitioned" and not await self.topic_exists(name):
+            try:
+                await self.namespaces.create_partitioned(name, parts)
+            except ConflictError:
+                pass
+            return await self.namespaces.partitions(name)
+        return 0
+
+    async def lookup(self, name: TopicName, authoritative: bool = False) -> tuple[str, bool]:
+        """(broker URL, redirect?) for LOOKUP: this broker unless another owns the bundle."""
+        policies = await self.namespaces.get_policies(name.namespace_name)
+        assert self.ownership is not None
+        owner = await self.ownership.owner(name, policies["bundles"]["boundaries"])
+        if self.ownership.is_mine(owner) or owner is None:
+            return self.service_url, False
+        return owner["nativeUrl"], True
+
+    async def topic_exists(self, name: TopicName) -> bool:
+        if str(name) in self.topics:
+            return True
+        names = await self.factory.list_names(name.managed_ledger_name)
+        return name.managed_ledger_name in names
+
+    async def get_topic(self, name: TopicName, create: bool = True) -> PersistentTopic:
+        key = str(name)
+        while True:
+            topic = self.topics.get(key)
+            if topic is not None and not topic.closed:
+                return topic
+            loading = self._loading.get(key)
+            if loading is None:
+                break
+            await loading.wait()
+        ev = trio.Event()
+        self._loading[key] = ev
+        try:
+            return await self._load_topic(name, create)
+        finally:
+            del self._loading[key]
+            ev.set()
+
+    async def _load_topic(self, name: TopicName, create: bool) -> PersistentTopic:
+        if not name.persistent:
+            raise NotAllowedError("non-persistent topics are not supported")
+        ns = name.namespace_name
+        policies = await self.namespaces.get_policies(ns)
+        assert self.ownership is not None
+        owner = await self.ownership.owner(name, policies["bundles"]["boundaries"])
+        if not self.ownership.is_mine(owner):
+            raise ServiceNotReadyError(f"Namespace bundle for topic {name} not served by this instance. Please redo the lookup")
+        if await self.namespaces.partitions(name) > 0:
+            raise NotAllowedError(f"{name} is a partitioned topic: use its partitions")
+        if not await self.topic_exists(name):
+            allowed, _, _ = await self._auto_creation(ns)
+            if name.partition_index >= 0:
+                base = name.partitioned_topic_name
+                n = await self.namespaces.partitions(base)
+                allowed = allowed or (n > name.partition_index)
+            if not (create and allowed):
+                raise TopicNotFoundError(f"Topic {name} does not exist")
+        ml = await self.factory.open(name.managed_ledger_name, self.ml_config(policies))
+        topic = PersistentTopic(self, name, ml, policies)
+        topic.publish_latency = self.metrics.publish_latency.observe
+        assert self._nursery is not None
+        await self._nursery.start(topic.run)
+        try:
+            await topic.initialize()
+        except BaseException:
+            await topic.close(disconnect_clients=False)
+            raise
+        self.topics[str(name)] = topic
+        log.info("loaded topic %s", name)
+        return topic
+
+    def ml_config(self, policies: dict[str, Any]) -> Any:
+        c = self.config
+        retention = policies.get("retention_policies") or {}
+        return ManagedLedgerConfig(
+            ensemble_size=c.managed_ledger_default_ensemble_size,
+            write_quorum=c.managed_ledger_default_write_quorum,
+            ack_quorum=c.managed_ledger_default_ack_quorum,
+            metadata_ensemble_size=c.managed_ledger_default_ensemble_size,
+            metadata_write_quorum=c.managed_ledger_default_write_quorum,
+            metadata_ack_quorum=c.managed_ledger_default_ack_quorum,
+            max_entries_per_ledger=c.managed_ledger_max_entries_per_ledger,
+            max_size_per_ledger_mb=c.managed_ledger_max_size_per_ledger_mbytes,
+            retention_time_minutes=retention.get("retentionTimeInMinutes", c.default_retention_time_in_minutes),
+            retention_size_mb=retention.get("retentionSizeInMB", c.default_retention_size_in_mb),
+            retention_check_interval_seconds=c.retention_check_interval_in_seconds,
+        )
+
+    def forget_topic(self, topic: PersistentTopic) -> None:
+        if self.topics.get(str(topic.name)) is topic:
+            del self.topics[str(topic.name)]
+
+    async def list_topics(self, ns: NamespaceName) -> list[str]:
+        """Persistent topics of a namespace (partitions listed as ``-partition-N``)."""
+        await self.namespaces.get_policies(ns)
+        prefix = f"{ns}/persistent/"
+        names = await self.factory.list_names(prefix)
+        found = {str(TopicName.from_managed_ledger_name(n)) for n in names if n.startswith(prefix)}
+        found.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
+        return sorted(found)
+
+    async def unload_topic(self, name: TopicName) -> None:
+        topic = self.topics.get(str(name))
+        if topic is None:
+            if not await self.topic_exists(name):
+                raise TopicNotFoundError(f"Topic {name} not found")
+            return
+        await topic.close(disconnect_clients=True)
+
+    async def delete_topic(self, name: TopicName, force: bool = False) -> None:
+        if not await self.topic_exists(name):
+            raise TopicNotFoundError(f"Topic {name} not found")
+        topic = self.topics.get(str(name))
+        if topic is not None:
+            if not force and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
+                raise NotAllowedError("Topic has active producers/subscriptions")
+            await topic.close(disconnect_clients=True)
+        await self.factory.delete(name.managed_ledger_name)
+
+    async def on_policies_changed(self, ns: NamespaceName) -> None:
+        policies = await self.namespaces.get_policies(ns)
+        for topic in list(self.topics.values()):
+            if topic.name.namespace_name == ns:
+                await topic.apply_policies(policies)
+
+    # -- bootstrap -------------------------------------------------------------------------
+
+    async def ensure_defaults(self) -> None:
+        """Cluster, tenant ``public`` and namespace ``public/default`` (first start)."""
+        c = self.config
+        await self.namespaces.create_cluster(
+            c.cluster_name, {"serviceUrl": self.web_url, "brokerServiceUrl": self.service_url}, exist_ok=True)
+        await self.namespaces.create_tenant("public", {"allowedClusters": [c.cluster_name]}, exist_ok=True)
+        await self.namespaces.create_namespace(NamespaceName("public", "default"), exist_ok=True)

@@ -1,0 +1,47 @@
+"""Fixtures for broker tests: an in-process broker on a memory metadata store and the
+in-memory managed-ledger stand-in, and a helper to run blocking official-client code."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any, AsyncIterator, Callable
+
+import pytest
+import trio
+
+from broker.config import BrokerConfig
+from broker.service import BrokerService
+from metadata import open_store
+from tests.broker.memory_ml import MemoryManagedLedgerFactory
+
+_ids = itertools.count()
+
+
+@pytest.fixture
+async def broker(nursery: trio.Nursery) -> AsyncIterator[BrokerService]:
+    store = await open_store(f"memory://broker-test-{next(_ids)}")
+    config = BrokerConfig(broker_service_port=0, web_service_port=0, advertised_address="127.0.0.1",
+                          bind_address="127.0.0.1", keep_alive_interval_seconds=30)
+    service = BrokerService(config, store, MemoryManagedLedgerFactory())
+    await nursery.start(service.run)
+    await service.ensure_defaults()
+    yield service
+    nursery.cancel_scope.cancel()
+
+
+def pulsar_logger() -> Any:
+    log = logging.getLogger("pulsar-client")
+    log.setLevel(logging.ERROR)
+    return log
+
+
+def client_for(service: BrokerService) -> Any:
+    import pulsar
+
+    return pulsar.Client(f"pulsar://127.0.0.1:{service.port}", operation_timeout_seconds=10,
+                         logger=pulsar_logger())
+
+
+async def in_thread(fn: Callable[[], Any]) -> Any:
+    return await trio.to_thread.run_sync(fn)
