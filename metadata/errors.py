@@ -40,3 +40,7 @@ class InvalidPathError(MetadataError, ValueError):
 
 class ValueTooLargeError(MetadataError, ValueError):
     """A value over the store's size limit."""
+
+
+class NoChildrenForEphemeralsError(MetadataError):
+    """create() under an ephemeral node: ephemeral nodes cannot have children (as in ZooKeeper)."""

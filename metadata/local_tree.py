@@ -1,0 +1,511 @@
+"""The in-process node tree behind the memory and RocksDB backends (ZooKeeper semantics).
+
+`LocalTree` holds the rules: versions, sequential suffixes from the parent's cversion,
+ephemeral owners, one-shot watches and sessions. It stores nodes through a `NodeTable`
+(a dict for `memory://`, RocksDB for `rocksdb://`). Every operation runs whole under one
+`threading.Lock`, so a compare-and-set is atomic even when operations run in worker threads
+(RocksDB calls do, to keep the event loop free). `LocalSession` is the `MetadataStore` one
+client sees; several sessions may share a tree, each with its own ephemeral nodes.
+
+Watch and session-lost callbacks are delivered on the session's own trio loop via its trio
+token, after the operation that triggered them has committed.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import msgpack
+import trio
+
+from metadata import paths
+from metadata.callbacks import deliver
+from metadata.errors import (
+    AlreadyExistsError,
+    BadVersionError,
+    InvalidPathError,
+    NoChildrenForEphemeralsError,
+    NotEmptyError,
+    NotFoundError,
+    SessionLostError,
+)
+from metadata.store import EventType, MetadataStore, Stat, WatchCallback, WatchEvent
+
+T = TypeVar("T")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node as stored: the msgpack record a table keeps per path."""
+
+    value: bytes
+    version: int
+    ctime_ms: int
+    mtime_ms: int
+    ephemeral_owner: int = 0  # session id; 0 = persistent
+    cversion: int = 0  # bumped on every child create/delete; source of sequential suffixes
+    num_children: int = 0
+
+    def to_bytes(self) -> bytes:
+        return msgpack.packb(
+            {
+                "value": self.value,
+                "version": self.version,
+                "ctime": self.ctime_ms,
+                "mtime": self.mtime_ms,
+                "ephemeral_owner": self.ephemeral_owner,
+                "cversion": self.cversion,
+                "num_children": self.num_children,
+            },
+            use_bin_type=True,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "NodeRecord":
+        d = msgpack.unpackb(data, raw=False)
+        return cls(
+            value=d["value"],
+            version=d["version"],
+            ctime_ms=d["ctime"],
+            mtime_ms=d["mtime"],
+            ephemeral_owner=d.get("ephemeral_owner", 0),
+            cversion=d.get("cversion", 0),
+            num_children=d.get("num_children", 0),
+        )
+
+    def stat(self) -> Stat:
+        return Stat(
+            version=self.version,
+            ctime_ms=self.ctime_ms,
+            mtime_ms=self.mtime_ms,
+            ephemeral=self.ephemeral_owner != 0,
+            num_children=self.num_children,
+        )
+
+
+class NodeTable(abc.ABC):
+    """Storage for a LocalTree. Called with the tree lock held; `commit` must be atomic."""
+
+    #: True if calls may block (disk): the session then runs operations in a worker thread.
+    blocking: bool = False
+
+    @abc.abstractmethod
+    def get(self, path: str) -> NodeRecord | None: ...
+
+    @abc.abstractmethod
+    def children(self, path: str) -> list[str]:
+        """Sorted child names."""
+
+    @abc.abstractmethod
+    def commit(self, puts: dict[str, NodeRecord], deletes: dict[str, NodeRecord]) -> None:
+        """Atomically (and durably, for a durable table) write `puts` and remove `deletes`
+        (given with their last record so the table can maintain its ephemeral index)."""
+
+    @abc.abstractmethod
+    def ephemerals(self, owner: int | None = None) -> list[str]:
+        """Paths of ephemeral nodes owned by `owner` (all owners if None)."""
+
+    @abc.abstractmethod
+    def next_session_id(self) -> int:
+        """A session id never handed out before by this table."""
+
+    def close(self) -> None:
+        """Release resources (the tree is unusable afterwards)."""
+
+
+class _Txn:
+    """Writes of one operation, staged so later reads in the same operation see them."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+        self.puts: dict[str, NodeRecord] = {}
+        self.deletes: dict[str, NodeRecord] = {}
+        self.events: list[tuple[str, EventType]] = []
+
+    def get(self, path: str) -> NodeRecord | None:
+        if path in self.puts:
+            return self.puts[path]
+        if path in self.deletes:
+            return None
+        return self.table.get(path)
+
+    def put(self, path: str, rec: NodeRecord) -> None:
+        self.deletes.pop(path, None)
+        self.puts[path] = rec
+
+    def delete(self, path: str, rec: NodeRecord) -> None:
+        self.puts.pop(path, None)
+        self.deletes[path] = rec
+
+
+@dataclass
+class _SessionState:
+    token: trio.lowlevel.TrioToken
+    lost_callbacks: list[Callable[[], None]]
+
+
+class LocalTree:
+    """A ZooKeeper-semantics tree over a NodeTable, shared by the sessions of one process."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+        self.lock = threading.Lock()
+        self._sessions: dict[int, _SessionState] = {}
+        # path -> [(session id, callback)]; one-shot, deduplicated per (session, callback).
+        self._data_watches: dict[str, list[tuple[int, WatchCallback]]] = {}
+        self._child_watches: dict[str, list[tuple[int, WatchCallback]]] = {}
+        self.closed = False
+        with self.lock:
+            txn = _Txn(table)
+            if txn.get(paths.ROOT) is None:
+                ts = now_ms()
+                txn.put(paths.ROOT, NodeRecord(b"", 0, ts, ts))
+            # One process owns the table: ephemeral nodes of earlier processes are stale.
+            for path in sorted(table.ephemerals(), key=len, reverse=True):
+                self._remove(txn, path)
+            if txn.puts or txn.deletes:
+                table.commit(txn.puts, txn.deletes)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def open_session(self, token: trio.lowlevel.TrioToken) -> int:
+        with self.lock:
+            self._check_open()
+            sid = self.table.next_session_id()
+            self._sessions[sid] = _SessionState(token, [])
+            return sid
+
+    def add_session_lost_callback(self, sid: int, callback: Callable[[], None]) -> None:
+        with self.lock:
+            state = self._sessions.get(sid)
+            if state is not None:
+                state.lost_callbacks.append(callback)
+
+    def end_session(self, sid: int, *, expired: bool) -> None:
+        """Close or expire a session: its ephemeral nodes and watches go; if expired, its
+        session-lost callbacks run (on its loop) after the nodes are gone."""
+        with self.lock:
+            state = self._sessions.pop(sid, None)
+            if state is None:
+                return
+            for table in (self._data_watches, self._child_watches):
+                for path in list(table):
+                    kept = [w for w in table[path] if w[0] != sid]
+                    if kept:
+                        table[path] = kept
+                    else:
+                        del table[path]
+            txn = _Txn(self.table)
+            for path in sorted(self.table.ephemerals(sid), key=len, reverse=True):
+                if txn.get(path) is not None:
+                    self._remove(txn, path)
+            self._commit(txn)
+        if expired:
+            for callback in state.lost_callbacks:
+                deliver(state.token, callback)
+
+    def is_session_open(self, sid: int) -> bool:
+        return sid in self._sessions
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.table.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SessionLostError("the metadata database is closed")
+
+    # -- operations (each runs under the lock) -------------------------------------------------
+
+    def _run(self, sid: int, fn: Callable[[_Txn], T]) -> T:
+        with self.lock:
+            self._check_open()
+            if sid not in self._sessions:
+                raise SessionLostError(f"session {sid:#x} is closed or expired")
+            txn = _Txn(self.table)
+            result = fn(txn)
+            self._commit(txn)
+            return result
+
+    def _commit(self, txn: _Txn) -> None:
+        if txn.puts or txn.deletes:
+            self.table.commit(txn.puts, txn.deletes)
+        for path, kind in txn.events:
+            self._fire(path, kind)
+
+    def _fire(self, path: str, kind: EventType) -> None:
+        watchers: list[tuple[int, WatchCallback]] = []
+        if kind in (EventType.CREATED, EventType.CHANGED, EventType.DELETED):
+            watchers += self._data_watches.pop(path, [])
+        if kind in (EventType.CHILDREN, EventType.DELETED):
+            watchers += self._child_watches.pop(path, [])
+        event = WatchEvent(kind, path)
+        for sid, callback in watchers:
+            state = self._sessions.get(sid)
+            if state is not None:
+                deliver(state.token, callback, event)
+
+    def _watch(self, table: dict[str, list[tuple[int, WatchCallback]]], sid: int, path: str, cb: WatchCallback | None) -> None:
+        if cb is None:
+            return
+        entry = (sid, cb)
+        lst = table.setdefault(path, [])
+        if entry not in lst:
+            lst.append(entry)
+
+    def get(self, sid: int, path: str, watch: WatchCallback | None) -> tuple[bytes, Stat]:
+        def op(txn: _Txn) -> tuple[bytes, Stat]:
+            rec = txn.get(path)
+            if rec is None:
+                raise NotFoundError(path)
+            self._watch(self._data_watches, sid, path, watch)
+            return rec.value, rec.stat()
+
+        return self._run(sid, op)
+
+    def exists(self, sid: int, path: str, watch: WatchCallback | None) -> Stat | None:
+        def op(txn: _Txn) -> Stat | None:
+            rec = txn.get(path)
+            self._watch(self._data_watches, sid, path, watch)
+            return rec.stat() if rec else None
+
+        return self._run(sid, op)
+
+    def children(self, sid: int, path: str, watch: WatchCallback | None) -> list[str]:
+        def op(txn: _Txn) -> list[str]:
+            if txn.get(path) is None:
+                raise NotFoundError(path)
+            self._watch(self._child_watches, sid, path, watch)
+            return self.table.children(path)
+
+        return self._run(sid, op)
+
+    def create(
+        self, sid: int, path: str, value: bytes, ephemeral: bool, sequential: bool, make_parents: bool
+    ) -> tuple[str, Stat]:
+        def op(txn: _Txn) -> tuple[str, Stat]:
+            parent = paths.parent_of(path) if not path.endswith("/") else path.rstrip("/") or paths.ROOT
+            if make_parents:
+                self._make_parents(txn, parent)
+            parent_rec = txn.get(parent)
+            if parent_rec is None:
+                raise NotFoundError(f"parent of {path} does not exist")
+            if parent_rec.ephemeral_owner:
+                raise NoChildrenForEphemeralsError(f"{parent} is ephemeral")
+            real = f"{path}{parent_rec.cversion:010d}" if sequential else path
+            if txn.get(real) is not None:
+                raise AlreadyExistsError(real)
+            rec = self._add(txn, real, value, sid if ephemeral else 0)
+            return real, rec.stat()
+
+        return self._run(sid, op)
+
+    def put(self, sid: int, path: str, value: bytes, expected_version: int | None, make_parents: bool) -> Stat:
+        def op(txn: _Txn) -> Stat:
+            rec = txn.get(path)
+            if rec is None:
+                if expected_version is not None and expected_version >= 0:
+                    raise NotFoundError(path)
+                parent = paths.parent_of(path)
+                if make_parents:
+                    self._make_parents(txn, parent)
+                parent_rec = txn.get(parent)
+                if parent_rec is None:
+                    raise NotFoundError(f"parent of {path} does not exist")
+                if parent_rec.ephemeral_owner:
+                    raise NoChildrenForEphemeralsError(f"{parent} is ephemeral")
+                return self._add(txn, path, value, 0).stat()
+            if expected_version == -1:
+                raise AlreadyExistsError(path)
+            if expected_version is not None and rec.version != expected_version:
+                raise BadVersionError(f"{path}: version {rec.version}, expected {expected_version}")
+            new = replace(rec, value=value, version=rec.version + 1, mtime_ms=now_ms())
+            txn.put(path, new)
+            txn.events.append((path, EventType.CHANGED))
+            return new.stat()
+
+        return self._run(sid, op)
+
+    def delete(self, sid: int, path: str, expected_version: int | None) -> None:
+        def op(txn: _Txn) -> None:
+            rec = txn.get(path)
+            if rec is None:
+                raise NotFoundError(path)
+            if expected_version is not None and expected_version != -1 and rec.version != expected_version:
+                raise BadVersionError(f"{path}: version {rec.version}, expected {expected_version}")
+            if rec.num_children:
+                raise NotEmptyError(f"{path} has {rec.num_children} children")
+            self._remove(txn, path)
+
+        self._run(sid, op)
+
+    # -- helpers (lock held) -------------------------------------------------------------------
+
+    def _make_parents(self, txn: _Txn, parent: str) -> None:
+        for p in paths.ancestors(parent + "/x"):  # the parent and its ancestors
+            rec = txn.get(p)
+            if rec is None:
+                self._add(txn, p, b"", 0)
+            elif rec.ephemeral_owner:
+                raise NoChildrenForEphemeralsError(f"{p} is ephemeral")
+
+    def _add(self, txn: _Txn, path: str, value: bytes, owner: int) -> NodeRecord:
+        ts = now_ms()
+        rec = NodeRecord(value, 0, ts, ts, ephemeral_owner=owner)
+        parent = paths.parent_of(path)
+        parent_rec = txn.get(parent)
+        assert parent_rec is not None
+        txn.put(parent, replace(parent_rec, cversion=parent_rec.cversion + 1, num_children=parent_rec.num_children + 1))
+        txn.put(path, rec)
+        txn.events += [(path, EventType.CREATED), (parent, EventType.CHILDREN)]
+        return rec
+
+    def _remove(self, txn: _Txn, path: str) -> None:
+        rec = txn.get(path)
+        if rec is None:
+            return
+        parent = paths.parent_of(path)
+        parent_rec = txn.get(parent)
+        if parent_rec is not None:
+            txn.put(
+                parent,
+                replace(parent_rec, cversion=parent_rec.cversion + 1, num_children=max(0, parent_rec.num_children - 1)),
+            )
+        txn.delete(path, rec)
+        txn.events += [(path, EventType.DELETED), (parent, EventType.CHILDREN)]
+
+
+class LocalSession(MetadataStore):
+    """One session on a LocalTree: the MetadataStore the memory and RocksDB backends return."""
+
+    def __init__(
+        self,
+        tree: LocalTree,
+        *,
+        on_close: Callable[[], None] | None = None,
+        max_threads: int = 4,
+    ) -> None:
+        self._tree = tree
+        self._token = trio.lowlevel.current_trio_token()
+        self._session_id = tree.open_session(self._token)
+        self._lost_callbacks: list[Callable[[], None]] = []
+        self._on_close = on_close
+        self._closed = False
+        self._limiter = trio.CapacityLimiter(max_threads) if tree.table.blocking else None
+
+    @property
+    def session_id(self) -> int:
+        return self._session_id
+
+    @property
+    def tree(self) -> LocalTree:
+        return self._tree
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise SessionLostError("the store is closed")
+        if not self._tree.is_session_open(self._session_id):
+            self._renew_session()
+        if self._limiter is None:
+            return fn(self._session_id, *args)
+        return await trio.to_thread.run_sync(fn, self._session_id, *args, limiter=self._limiter)
+
+    def _renew_session(self) -> None:
+        # The session expired (its callbacks already ran): carry on with a fresh one, as a
+        # ZooKeeper client does after expiry. Ephemeral nodes of the old one are gone.
+        self._session_id = self._tree.open_session(self._token)
+        for callback in self._lost_callbacks:
+            self._tree.add_session_lost_callback(self._session_id, callback)
+
+    async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
+        paths.validate_path(path)
+        return await self._call(self._tree.get, path, watch)
+
+    async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
+        paths.validate_path(path)
+        return await self._call(self._tree.exists, path, watch)
+
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        paths.validate_create_path(path, sequential)
+        value = paths.check_value(value)
+        real, _ = await self._call(self._tree.create, path, value, ephemeral, sequential, make_parents)
+        return real
+
+    async def put(
+        self, path: str, value: bytes, expected_version: int | None = None, *, make_parents: bool = False
+    ) -> Stat:
+        paths.validate_path(path)
+        if path == paths.ROOT and expected_version == -1:
+            raise AlreadyExistsError(path)
+        value = paths.check_value(value)
+        _check_version(expected_version)
+        return await self._call(self._tree.put, path, value, expected_version, make_parents)
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        paths.validate_path(path)
+        if path == paths.ROOT:
+            raise InvalidPathError("cannot delete the root node")
+        _check_version(expected_version)
+        await self._call(self._tree.delete, path, expected_version)
+
+    async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
+        paths.validate_path(path)
+        return await self._call(self._tree.children, path, watch)
+
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        self._lost_callbacks.append(callback)
+        self._tree.add_session_lost_callback(self._session_id, callback)
+
+    async def expire(self) -> None:
+        """Expire this session as if its heartbeats had stopped (tests and admin tools)."""
+        await self._end(expired=True)
+
+    async def _end(self, *, expired: bool) -> None:
+        if self._tree.closed:
+            return
+        if self._limiter is None:
+            self._tree.end_session(self._session_id, expired=expired)
+        else:
+            await trio.to_thread.run_sync(
+                lambda: self._tree.end_session(self._session_id, expired=expired), limiter=self._limiter
+            )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            try:
+                await self._end(expired=False)
+            finally:
+                if self._on_close is not None:
+                    # May close the database (the last reference): off the loop if it blocks.
+                    if self._limiter is None:
+                        self._on_close()
+                    else:
+                        await trio.to_thread.run_sync(self._on_close)
+
+
+def _check_version(expected_version: int | None) -> None:
+    if expected_version is not None and (not isinstance(expected_version, int) or expected_version < -1):
+        raise ValueError(f"expected_version must be None, -1 or >= 0, got {expected_version!r}")
