@@ -1,0 +1,233 @@
+"""Bookie: wires journal, ledger storage, checkpoint, server, registration and HTTP together.
+
+Start-up order (each step must succeed before the next): cookies -> open storage (entry logs,
+RocksDB) -> replay the journal from the LastLogMark -> open a new journal file -> checkpoint
+(the replayed data reaches entry logs; the mark moves past it) -> start the journal writer,
+sync thread, request server, HTTP -> register in the metadata store. Graceful close reverses
+it: unregister, stop accepting requests, flush the journal, final checkpoint, close files.
+
+Embeddable: ``await bookie.start(nursery)`` / ``await bookie.close()``, or
+``await nursery.start(run_bookie, config, store)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import trio
+
+from bookie import cookie, log_mark
+from bookie import journal_format as jf
+from bookie.config import BookieConfig
+from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
+from bookie.http import serve_http
+from bookie.journal import Journal, replay_records
+from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
+from bookie.metrics import BookieMetrics
+from bookie.registration import BookieState, Registration
+from bookie.request_processor import RequestProcessor
+from bookie.server import serve_connection
+from bookie.sync_thread import SyncThread
+from metadata.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+def _ledger_metadata_path(ledger_id: int) -> str:
+    from metadata.ledger_ids import ledger_path
+
+    return ledger_path(ledger_id)
+
+
+class Bookie:
+    def __init__(self, config: BookieConfig, store: MetadataStore | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.metrics = BookieMetrics()
+        self.state = BookieState()
+        self.storage = LedgerStorage(config, self.metrics)
+        self.journal = Journal(config, self.metrics)
+        self.sync_thread: SyncThread | None = None
+        self.processor = RequestProcessor(
+            config, self.storage, self.journal, self.state, self.metrics,
+            self._ledger_exists if store is not None else None,
+        )
+        self.registration = Registration(config, store, self.state, self.metrics, self.storage.disk_usage)
+        self.port = 0
+        self.http_port = 0
+        self.replayed_records = 0
+        self._cancel = trio.CancelScope()
+        self._server_scope = trio.CancelScope()
+        self._http_shutdown = trio.Event()
+        self._stopped = trio.Event()
+        self._opened = False
+        self._listeners: list[trio.SocketListener] = []
+
+    @property
+    def bookie_id(self) -> str:
+        return self.config.bookie_id
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.config.advertised_address or self.config.listening_interface, self.port)
+
+    def publish_metrics(self) -> None:
+        self.processor.publish_metrics()
+        self.metrics.write_cache_size.set(self.storage.write_cache.active.size)
+        self.metrics.read_cache_size.set(self.storage.read_cache.size)
+
+    async def _ledger_exists(self, ledger_id: int) -> bool:
+        try:
+            path = _ledger_metadata_path(ledger_id)
+        except ImportError:
+            return True  # no ledger-id layout available: cannot tell, accept the add
+        return await self.store.exists(path) is not None  # type: ignore[union-attr]
+
+    # --- start-up --------------------------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Recover and start serving; returns once the bookie accepts requests."""
+        # Bind first: with bookie_port 0 the real port is part of the bookie id and cookie.
+        cfg = self.config
+        self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
+        self.port = self._listeners[0].socket.getsockname()[1]
+        if cfg.bookie_port == 0:
+            cfg.bookie_port = self.port
+        try:
+            await cookie.verify_and_write(self.config, self.store)
+            await trio.to_thread.run_sync(self.storage.open)
+            self._opened = True
+            mark = await trio.to_thread.run_sync(log_mark.read_mark, ledger_dirs_current(self.config))
+            await self._replay(mark)
+            await trio.to_thread.run_sync(self.journal.open_new_file)
+            self.sync_thread = SyncThread(self.config, self.storage, self.journal, mark)
+            await self.sync_thread.checkpoint()
+            await trio.to_thread.run_sync(self.registration.check_disks)
+        except BaseException:
+            self._close_files()
+            for listener in self._listeners:
+                await trio.aclose_forcefully(listener)
+            raise
+        await nursery.start(self._run)
+        await self.registration.register()
+        self.state.running = True
+        log.info("bookie %s serving on port %d (http %d)", self.bookie_id, self.port, self.http_port)
+
+    async def _replay(self, mark: log_mark.LogMark) -> None:
+        """Apply every journal record after the mark: data, master keys, fences, LACs."""
+        storage = self.storage
+        n = 0
+        for rec in replay_records(self.journal.current_dir, mark):
+            lid, eid = rec.ledger_id, rec.entry_id
+            if eid >= 0:
+                if storage.is_deleted(lid) or len(rec.payload) < ENTRY_HEADER_SIZE:
+                    continue
+                if storage.states.get(lid) is None:
+                    storage.create_ledger(lid, b"")
+                lac = int.from_bytes(rec.payload[16:24], "big", signed=True)
+                while not storage.try_add(lid, eid, rec.payload, lac):
+                    await storage.checkpoint(None)  # flush only: the mark must not move yet
+            elif eid == jf.ENTRY_ID_MASTER_KEY:
+                if not storage.is_deleted(lid):
+                    storage.set_master_key(lid, rec.body)
+            elif eid == jf.ENTRY_ID_FENCE:
+                if not storage.is_deleted(lid):
+                    storage.set_fenced(lid)
+            elif eid == jf.ENTRY_ID_EXPLICIT_LAC:
+                if not storage.is_deleted(lid):
+                    lac, body = rec.explicit_lac()
+                    storage.set_explicit_lac(lid, lac, body)
+            n += 1
+            if n % 1000 == 0:
+                await trio.sleep(0)
+        self.replayed_records = n
+        if n:
+            log.info("replayed %d journal records after %s", n, mark)
+
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with self._cancel:
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(self.journal.run)
+                    assert self.sync_thread is not None
+                    await nursery.start(self.sync_thread.run)
+                    await nursery.start(self.registration.run)
+                    self.port = await nursery.start(self._serve)
+                    if self.config.http_server_enabled:
+                        self.http_port = await nursery.start(
+                            serve_http, self, self.config.listening_interface, self.config.http_server_port,
+                            self._http_shutdown,
+                        )
+                    task_status.started()
+        finally:
+            with trio.CancelScope(shield=True):
+                self._close_files()
+                self._stopped.set()
+
+    async def _serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        cfg = self.config
+        handler = partial(
+            serve_connection,
+            processor=self.processor,
+            metrics=self.metrics,
+            max_frame_size=cfg.netty_max_frame_size_bytes,
+            max_pending=cfg.max_pending_requests_per_connection,
+        )
+        with self._server_scope:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(trio.serve_listeners, handler, self._listeners)
+                task_status.started(self.port)
+
+    # --- shutdown --------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Graceful shutdown: stop serving, make everything durable, close files."""
+        if self.state.shutting_down:
+            await self._stopped.wait()
+            return
+        self.state.shutting_down = True
+        with trio.CancelScope(shield=True):
+            try:
+                await self.registration.unregister()
+            except Exception:
+                log.exception("unregister failed")
+            self._server_scope.cancel()
+            self._http_shutdown.set()
+            if self.state.running:
+                try:
+                    await self.journal.flush()
+                    if self.sync_thread is not None:
+                        await self.sync_thread.checkpoint()
+                except Exception:
+                    log.exception("final flush failed; the journal still holds the data")
+            self._cancel.cancel()
+            if self.state.running:
+                await self._stopped.wait()
+            else:
+                self._close_files()
+            self.state.running = False
+
+    def _close_files(self) -> None:
+        self.journal.close()
+        if self._opened:
+            self.storage.close()
+            self._opened = False
+
+
+async def run_bookie(
+    config: BookieConfig,
+    store: MetadataStore | None = None,
+    *,
+    task_status: trio.TaskStatus[Bookie] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a bookie until cancelled (then shut it down gracefully); started() gets the Bookie."""
+    async with trio.open_nursery() as nursery:
+        bookie = Bookie(config, store)
+        try:
+            await bookie.start(nursery)
+            task_status.started(bookie)
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await bookie.close()

@@ -1,0 +1,179 @@
+"""EntryLogger: appends checkpointed entries to interleaved entry logs in one ledger dir.
+
+All methods block (file I/O) and are called from worker threads: writes only from the
+checkpoint (one at a time), reads from any read thread. A log is rotated when the next record
+would pass ``log_size_limit``; the rotated log gets its ledgers map appended, its header
+patched and is fsynced. Every start opens a new log (a log left by a crash has no map, and
+readers never need one: the location index points straight at records).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from bookie import entry_log_format as elf
+from bookie.entry_log_format import Location, LogHeader
+from bookie.errors import BookieIOError, FormatError
+
+LAST_ID_FILE = "lastId"
+_WRITE_CHUNK = 4 * 1024 * 1024
+
+
+def list_log_ids(current_dir: Path) -> list[int]:
+    ids = []
+    for name in os.listdir(current_dir):
+        lid = elf.parse_file_name(name)
+        if lid is not None:
+            ids.append(lid)
+    return sorted(ids)
+
+
+class EntryLogger:
+    def __init__(self, current_dir: Path, log_size_limit: int) -> None:
+        self.current_dir = current_dir
+        self.log_size_limit = log_size_limit
+        self.log_id = 0
+        self._fd = -1
+        self._position = 0
+        self._ledger_bytes: dict[int, int] = {}
+        self._read_fds: dict[int, int] = {}
+        self._read_lock = threading.Lock()
+        self._dirty = False
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.current_dir.mkdir(parents=True, exist_ok=True)
+        last = 0
+        try:
+            last = int((self.current_dir / LAST_ID_FILE).read_text().strip() or "0", 16)
+        except (FileNotFoundError, ValueError):
+            pass
+        ids = list_log_ids(self.current_dir)
+        self._create_log(max([last, *ids]) + 1)
+
+    def _create_log(self, log_id: int) -> None:
+        path = self.current_dir / elf.file_name(log_id)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, elf.encode_header(LogHeader(log_id)))
+        os.fsync(fd)
+        tmp = self.current_dir / (LAST_ID_FILE + ".tmp")
+        tmp.write_text(f"{log_id:x}\n")
+        os.replace(tmp, self.current_dir / LAST_ID_FILE)
+        self.log_id, self._fd, self._position = log_id, fd, elf.HEADER_SIZE
+        self._ledger_bytes = {}
+
+    def _finish_log(self) -> None:
+        """Append the ledgers map, patch the header, fsync and close the current log."""
+        if self._fd < 0:
+            return
+        map_offset = self._position
+        data = elf.encode_ledgers_map(self._ledger_bytes)
+        os.pwrite(self._fd, data, map_offset)
+        os.fsync(self._fd)
+        header = elf.encode_header(LogHeader(self.log_id, map_offset, len(self._ledger_bytes)))
+        os.pwrite(self._fd, header, 0)
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+
+    def close(self) -> None:
+        """Close the current log, writing its ledgers map (graceful shutdown)."""
+        if self._fd >= 0:
+            self._finish_log()
+        with self._read_lock:
+            for fd in self._read_fds.values():
+                os.close(fd)
+            self._read_fds.clear()
+
+    # --- writes (checkpoint thread) --------------------------------------------------------
+
+    def add_entries(self, entries: list[tuple[int, int, bytes]]) -> list[Location]:
+        """Append (ledger, entry, data) records in order; their locations (not yet durable)."""
+        locations: list[Location] = []
+        buf: list[bytes] = []
+        buf_start = self._position
+        buf_len = 0
+        for ledger_id, entry_id, data in entries:
+            rec = elf.encode_record(ledger_id, entry_id, data)
+            n = len(rec)
+            if self._position + n > self.log_size_limit and self._position > elf.HEADER_SIZE:
+                self._write(buf, buf_start)
+                buf, buf_len = [], 0
+                self._finish_log()
+                self._create_log(self.log_id + 1)
+                buf_start = self._position
+            locations.append(Location(self.log_id, self._position, n))
+            buf.append(rec)
+            buf_len += n
+            self._position += n
+            self._ledger_bytes[ledger_id] = self._ledger_bytes.get(ledger_id, 0) + n
+            if buf_len >= _WRITE_CHUNK:
+                self._write(buf, buf_start)
+                buf, buf_len, buf_start = [], 0, self._position
+        self._write(buf, buf_start)
+        return locations
+
+    def _write(self, buf: list[bytes], offset: int) -> None:
+        if not buf:
+            return
+        data = b"".join(buf)
+        done = 0
+        while done < len(data):
+            done += os.pwrite(self._fd, memoryview(data)[done:], offset + done)
+        self._dirty = True
+
+    def flush(self) -> None:
+        """fsync the current log (rotated logs were fsynced when they were finished)."""
+        if self._dirty and self._fd >= 0:
+            os.fdatasync(self._fd)
+        self._dirty = False
+
+    # --- reads (any thread) ----------------------------------------------------------------
+
+    def _read_fd(self, log_id: int) -> int:
+        fd = self._read_fds.get(log_id)
+        if fd is None:
+            with self._read_lock:
+                fd = self._read_fds.get(log_id)
+                if fd is None:
+                    try:
+                        fd = os.open(self.current_dir / elf.file_name(log_id), os.O_RDONLY)
+                    except OSError as exc:
+                        raise BookieIOError(f"entry log {log_id:x} cannot be opened: {exc}") from exc
+                    self._read_fds[log_id] = fd
+        return fd
+
+    def read(self, loc: Location, ledger_id: int, entry_id: int) -> bytes:
+        """The entry at ``loc``; BookieIOError if the bytes are missing, torn or not that entry."""
+        try:
+            buf = os.pread(self._read_fd(loc.log_id), loc.length, loc.offset)
+            lid, eid, data, _ = elf.decode_record(buf)
+        except (OSError, FormatError) as exc:
+            raise BookieIOError(f"entry {ledger_id}:{entry_id} unreadable at {loc}: {exc}") from exc
+        if (lid, eid) != (ledger_id, entry_id):
+            raise BookieIOError(f"entry log {loc} holds {lid}:{eid}, index says {ledger_id}:{entry_id}")
+        return data
+
+    def read_ahead(self, loc: Location, ledger_id: int, max_entries: int, max_bytes: int) -> list[tuple[int, bytes]]:
+        """Entries of ``ledger_id`` that follow ``loc`` in its log (read-ahead); best effort."""
+        if max_entries <= 0 or max_bytes <= 0:
+            return []
+        try:
+            buf = os.pread(self._read_fd(loc.log_id), max_bytes, loc.offset + loc.length)
+        except (OSError, BookieIOError):
+            return []
+        out: list[tuple[int, bytes]] = []
+        pos = 0
+        while len(out) < max_entries:
+            try:
+                lid, eid, data, length = elf.decode_record(buf, pos)
+            except FormatError:
+                break
+            if lid != ledger_id:
+                break
+            out.append((eid, data))
+            pos += length
+        return out

@@ -1,0 +1,313 @@
+"""The journal: append records, group-commit them with one write + one fdatasync per group.
+
+Callers append synchronously (no await, no task per entry) with a completion callback; the
+writer task (:meth:`Journal.run`, owned by the bookie's nursery) gathers everything pending
+into a group, waiting at most ``journal_max_group_wait_ms`` after the group's first record
+unless ``journal_buffered_writes_threshold`` bytes are already buffered (or immediately with
+``journal_flush_when_queue_empty``), then writes the group and fdatasyncs it in a worker thread.
+While that thread runs, the next group accumulates. Callbacks of a group run in bulk, in
+order, only after its fsync: an add is acknowledged only once it is durable.
+
+A fresh file is started at every open and whenever ``journal_max_size_mb`` is reached. Files
+are preallocated with zeros in ``journal_pre_alloc_size_mb`` chunks so a group's fdatasync
+only flushes data, not block allocations, and so a torn tail reads as zeros.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import trio
+
+from bookie import journal_format as jf
+from bookie.config import MB, BookieConfig
+from bookie.errors import BookieIOError, JournalError
+from bookie.log_mark import LogMark, fsync_dir
+from bookie.metrics import BookieMetrics
+
+log = logging.getLogger(__name__)
+
+# Called once the record is durable (None) or failed to be written (the error).
+Callback = Callable[[BaseException | None], None]
+
+
+def list_journal_ids(current_dir: Path) -> list[int]:
+    ids = []
+    for name in os.listdir(current_dir):
+        fid = jf.parse_file_name(name)
+        if fid is not None:
+            ids.append(fid)
+    return sorted(ids)
+
+
+@dataclass
+class _JournalFile:
+    file_id: int
+    fd: int
+    position: int
+    prealloc_end: int
+
+
+class Journal:
+    """One journal directory: a writer task with group commit, plus replay and cleanup."""
+
+    def __init__(self, config: BookieConfig, metrics: BookieMetrics) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.current_dir = Path(config.journal_directory) / "current"
+        self._pending: list[bytes] = []
+        self._pending_cbs: list[Callback | None] = []
+        self._pending_bytes = 0
+        self._pending_since = 0.0
+        self._wakeup = trio.Event()
+        self._space = trio.Event()
+        self._full = trio.Event()
+        self._threshold = config.journal_buffered_writes_threshold
+        self._file: _JournalFile | None = None
+        self._limiter = trio.CapacityLimiter(1)
+        self._closed = False
+        self._failed: BaseException | None = None
+        # Position of the last fsynced byte: what a checkpoint may use as its LogMark.
+        self.durable_mark = LogMark()
+        self._max_bytes_pending = config.journal_max_memory_size_mb * MB
+        self._max_records_pending = config.journal_queue_size
+
+    # --- setup -----------------------------------------------------------------------------
+
+    def open_new_file(self) -> LogMark:
+        """Start a new journal file (id = max existing + 1); returns its first position."""
+        self.current_dir.mkdir(parents=True, exist_ok=True)
+        ids = list_journal_ids(self.current_dir)
+        file_id = (ids[-1] + 1) if ids else 1
+        self._open_file(file_id)
+        return self.durable_mark
+
+    def _open_file(self, file_id: int) -> None:
+        path = self.current_dir / jf.file_name(file_id)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        header = jf.encode_header(file_id)
+        os.write(fd, header)
+        jf_file = _JournalFile(file_id, fd, len(header), len(header))
+        self._preallocate(jf_file)
+        os.fsync(fd)
+        fsync_dir(self.current_dir)
+        self._file = jf_file
+        self.durable_mark = LogMark(file_id, len(header))
+
+    def _preallocate(self, f: _JournalFile) -> None:
+        chunk = self.config.journal_pre_alloc_size_mb * MB
+        if chunk <= 0:
+            f.prealloc_end = 1 << 62
+            return
+        zeros = bytes(min(chunk, 4 * MB))
+        end = f.prealloc_end + chunk
+        pos = f.prealloc_end
+        while pos < end:
+            pos += os.pwrite(f.fd, zeros[: end - pos], pos)
+        f.prealloc_end = end
+
+    # --- appending -------------------------------------------------------------------------
+
+    @property
+    def congested(self) -> bool:
+        """True while the pending group is over its bounds: callers await wait_for_space()."""
+        return len(self._pending) >= self._max_records_pending or self._pending_bytes >= self._max_bytes_pending
+
+    async def wait_for_space(self) -> None:
+        while self.congested and not self._closed:
+            if self._space.is_set():
+                self._space = trio.Event()
+            await self._space.wait()
+
+    def append(self, payload: bytes | bytearray | memoryview, callback: Callback | None) -> None:
+        """Queue one record; ``callback`` runs after the group holding it is fsynced."""
+        if self._failed is not None:
+            if callback is not None:
+                callback(self._failed)
+            return
+        prefix, payload = jf.encode_record_parts(payload)
+        if not self._pending:
+            self._pending_since = time.monotonic()
+            self._wakeup.set()
+        self._pending.append(prefix)
+        self._pending.append(payload)
+        self._pending_cbs.append(callback)
+        self._pending_bytes += len(payload) + 8
+        if self._pending_bytes >= self._threshold:
+            self._full.set()
+
+    async def append_and_wait(self, payload: bytes) -> None:
+        """Append one record and wait until it is durable (meta records, replies that need it)."""
+        done = trio.Event()
+        result: list[BaseException | None] = []
+
+        def cb(err: BaseException | None) -> None:
+            result.append(err)
+            done.set()
+
+        await self.wait_for_space()
+        self.append(payload, cb)
+        await done.wait()
+        if result[0] is not None:
+            raise BookieIOError(f"journal write failed: {result[0]}")
+
+    # --- the writer task -------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Group-commit loop; runs until cancelled, then flushes what is pending."""
+        cfg = self.config
+        max_wait = max(cfg.journal_max_group_wait_ms, 0) / 1000.0
+        flush_when_empty = cfg.journal_flush_when_queue_empty or max_wait <= 0
+        threshold = cfg.journal_buffered_writes_threshold
+        page_cache_interval = cfg.journal_page_cache_flush_interval_ms / 1000.0
+        last_sync = time.monotonic()
+        task_status.started()
+        try:
+            while True:
+                if not self._pending:
+                    if cfg.journal_sync_data:
+                        await self._wakeup.wait()
+                    else:
+                        with trio.move_on_after(page_cache_interval):
+                            await self._wakeup.wait()
+                        if not self._pending:
+                            if time.monotonic() - last_sync >= page_cache_interval:
+                                await self._sync_only()
+                                last_sync = time.monotonic()
+                            continue
+                    self._wakeup = trio.Event()
+                if flush_when_empty:
+                    # Let the tasks that are runnable now (a decoded batch) append first.
+                    await trio.sleep(0)
+                elif self._pending_bytes < threshold:
+                    # Wait for the group to age max_wait or to reach the byte threshold.
+                    remaining = self._pending_since + max_wait - time.monotonic()
+                    if remaining > 0:
+                        with trio.move_on_after(remaining):
+                            await self._full.wait()
+                    self._full = trio.Event()
+                else:
+                    await trio.sleep(0)
+                sync = cfg.journal_sync_data
+                if not sync and time.monotonic() - last_sync >= page_cache_interval:
+                    sync = True
+                await self._flush_group(sync)
+                if sync:
+                    last_sync = time.monotonic()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self._pending and self._failed is None:
+                    await self._flush_group(True)
+
+    async def _flush_group(self, sync: bool) -> None:
+        bufs, cbs, nbytes = self._pending, self._pending_cbs, self._pending_bytes
+        self._pending, self._pending_cbs, self._pending_bytes = [], [], 0
+        self._space.set()
+        t0 = time.perf_counter()
+        err: BaseException | None = None
+        try:
+            mark = await trio.to_thread.run_sync(self._write_group, bufs, sync, limiter=self._limiter)
+        except OSError as exc:
+            log.error("journal write failed, failing all further appends: %s", exc)
+            err = self._failed = exc
+        else:
+            if sync:
+                self.durable_mark = mark
+                self.metrics.journal_sync_seconds.observe(time.perf_counter() - t0)
+        self.metrics.journal_group_entries.observe(len(cbs))
+        self.metrics.journal_group_bytes.observe(nbytes)
+        for cb in cbs:
+            if cb is not None:
+                cb(err)
+
+    def _write_group(self, bufs: list, sync: bool) -> LogMark:
+        """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""
+        f = self._file
+        assert f is not None
+        data = b"".join(bufs)
+        while f.position + len(data) > f.prealloc_end:
+            self._preallocate(f)
+        written = 0
+        while written < len(data):
+            written += os.pwrite(f.fd, memoryview(data)[written:], f.position + written)
+        f.position += len(data)
+        if sync:
+            os.fdatasync(f.fd)
+        mark = LogMark(f.file_id, f.position)
+        if sync and f.position >= self.config.journal_max_size_mb * MB:
+            os.close(f.fd)
+            self._open_file(f.file_id + 1)
+            mark = self.durable_mark
+        return mark
+
+    async def _sync_only(self) -> None:
+        f = self._file
+        if f is None:
+            return
+        await trio.to_thread.run_sync(os.fdatasync, f.fd, limiter=self._limiter)
+        self.durable_mark = LogMark(f.file_id, f.position)
+
+    async def flush(self) -> LogMark:
+        """Make everything appended so far durable; returns the durable mark."""
+        if self._pending:
+            await self.append_and_wait(_NOOP_RECORD)
+        elif not self.config.journal_sync_data:
+            await self._sync_only()
+        return self.durable_mark
+
+    def close(self) -> None:
+        self._closed = True
+        self._space.set()
+        if self._file is not None:
+            os.close(self._file.fd)
+            self._file = None
+
+    # --- cleanup and replay ----------------------------------------------------------------
+
+    def gc_journals(self, mark: LogMark) -> list[int]:
+        """Delete journals older than the mark beyond journal_max_backups; returns their ids."""
+        older = [i for i in list_journal_ids(self.current_dir) if i < mark.file_id]
+        keep = self.config.journal_max_backups
+        doomed = older[: max(len(older) - keep, 0)]
+        for fid in doomed:
+            try:
+                os.unlink(self.current_dir / jf.file_name(fid))
+            except FileNotFoundError:
+                pass
+        return doomed
+
+
+# A record for ledger 0 with an unused negative id: replay skips it; it only forces a group.
+_NOOP_RECORD = (0).to_bytes(8, "big") + (-0x4000).to_bytes(8, "big", signed=True)
+
+
+def replay_records(current_dir: Path, mark: LogMark) -> Iterator[jf.Record]:
+    """Every valid record after the LogMark, file by file, stopping at each file's bad tail.
+
+    Raises JournalError if the file the mark points into is missing (BookKeeper refuses to
+    start then too: the data between the mark and the next file would be silently lost).
+    """
+    if not current_dir.exists():
+        return
+    ids = [i for i in list_journal_ids(current_dir) if i >= mark.file_id]
+    if mark.file_id > 0 and (not ids or ids[0] != mark.file_id):
+        raise JournalError(f"recovery journal {jf.file_name(mark.file_id)} named by the last mark {mark} is missing")
+    for fid in ids:
+        path = current_dir / jf.file_name(fid)
+        data = path.read_bytes()
+        try:
+            jf.decode_header(data)
+        except Exception as exc:
+            # A file whose header never reached the disk holds nothing acknowledged.
+            log.warning("skipping journal %s: %s", path.name, exc)
+            continue
+        start = mark.offset if fid == mark.file_id and mark.offset >= jf.HEADER_SIZE else jf.HEADER_SIZE
+        result = jf.ScanResult(start, "eof")
+        yield from jf.scan(data, start, result)
+        if result.reason in ("torn", "corrupt"):
+            log.warning("journal %s: stopped replay at offset %d (%s tail)", path.name, result.end_offset, result.reason)

@@ -1,0 +1,127 @@
+"""RocksDB indexes of one ledger dir (rocksdict): entry locations and per-ledger state.
+
+* ``current/locations``: key ``u64 ledger | u64 entry`` (big-endian, so keys sort by ledger
+  then entry), value = an encoded :class:`~bookie.entry_log_format.Location`. The last entry of
+  a ledger is a floor seek on ``(ledger, max)``.
+* ``current/ledgers``: key ``u64 ledger``, value msgpack ``{exists, fenced, master_key,
+  explicit_lac, lac, deleted}``; loaded whole into memory at open (BookKeeper's
+  LedgerMetadataIndex) and written back, synced, at each checkpoint.
+
+Blocking calls: use from worker threads (the ledger storage does).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import msgpack
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+
+from bookie.entry_log_format import Location, decode_location, encode_location
+
+_LOC_KEY = struct.Struct(">QQ")
+_LEDGER_KEY = struct.Struct(">Q")
+_MAX_ENTRY = (1 << 63) - 1
+
+
+@dataclass(slots=True)
+class LedgerState:
+    exists: bool = True
+    fenced: bool = False
+    master_key: bytes = b""
+    explicit_lac: bytes = b""  # the client's explicit-LAC body, returned by READ_LAC
+    lac: int = -1  # highest LAC seen (entries' piggybacked LAC or explicit)
+    deleted: bool = False  # known deleted: adds are refused, never recreate it
+
+    def encode(self) -> bytes:
+        return msgpack.packb(
+            [self.exists, self.fenced, self.master_key, self.explicit_lac, self.lac, self.deleted], use_bin_type=True
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> "LedgerState":
+        return cls(*msgpack.unpackb(data, raw=False))
+
+
+def _open(path: Path) -> Rdict:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    return Rdict(str(path), opts)
+
+
+def _sync_options() -> WriteOptions:
+    wo = WriteOptions()
+    wo.sync = True
+    return wo
+
+
+class EntryLocationIndex:
+    def __init__(self, path: Path) -> None:
+        self._db = _open(path)
+        self._sync = _sync_options()
+
+    def get(self, ledger_id: int, entry_id: int) -> Location | None:
+        value = self._db.get(_LOC_KEY.pack(ledger_id, entry_id))
+        return None if value is None else decode_location(value)
+
+    def put_batch(self, items: list[tuple[int, int, Location]]) -> None:
+        """Write many locations in one synced batch."""
+        wb = WriteBatch(raw_mode=True)
+        for ledger_id, entry_id, loc in items:
+            wb.put(_LOC_KEY.pack(ledger_id, entry_id), encode_location(loc))
+        self._db.write(wb, self._sync)
+
+    def last_entry(self, ledger_id: int) -> int:
+        """Highest indexed entry of the ledger, -1 if none."""
+        it = self._db.iter()
+        it.seek_for_prev(_LOC_KEY.pack(ledger_id, _MAX_ENTRY))
+        if not it.valid():
+            return -1
+        lid, eid = _LOC_KEY.unpack(it.key())
+        return eid if lid == ledger_id else -1
+
+    def entries(self, ledger_id: int) -> Iterator[tuple[int, Location]]:
+        it = self._db.iter()
+        it.seek(_LOC_KEY.pack(ledger_id, 0))
+        while it.valid():
+            lid, eid = _LOC_KEY.unpack(it.key())
+            if lid != ledger_id:
+                break
+            yield eid, decode_location(it.value())
+            it.next()
+
+    def delete_ledger(self, ledger_id: int) -> None:
+        self._db.delete_range(_LOC_KEY.pack(ledger_id, 0), _LOC_KEY.pack(ledger_id + 1, 0))
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class LedgerMetadataIndex:
+    def __init__(self, path: Path) -> None:
+        self._db = _open(path)
+        self._sync = _sync_options()
+
+    def load_all(self) -> dict[int, LedgerState]:
+        out: dict[int, LedgerState] = {}
+        it = self._db.iter()
+        it.seek_to_first()
+        while it.valid():
+            (lid,) = _LEDGER_KEY.unpack(it.key())
+            out[lid] = LedgerState.decode(it.value())
+            it.next()
+        return out
+
+    def put_batch(self, states: dict[int, LedgerState]) -> None:
+        if not states:
+            return
+        wb = WriteBatch(raw_mode=True)
+        for lid, st in states.items():
+            wb.put(_LEDGER_KEY.pack(lid), st.encode())
+        self._db.write(wb, self._sync)
+
+    def close(self) -> None:
+        self._db.close()

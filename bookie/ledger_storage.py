@@ -1,0 +1,345 @@
+"""LedgerStorage: DbLedgerStorage-like storage over one or more ledger dirs.
+
+Adds land in the two-half :class:`WriteCache`; a checkpoint swaps the halves and writes the
+flushed half, sorted by (ledger, entry), to each dir's entry log, fsyncs, then records the
+locations (and dirty ledger states) in the dir's RocksDB indexes before dropping the half.
+Reads go write cache -> read cache -> location index -> entry log, with read-ahead of the
+following entries of the same ledger into the read cache. A ledger lives in the dir
+``ledger_id % len(dirs)``; the journal mark that a checkpoint advances spans all dirs, so only
+the coordinated checkpoint (:mod:`bookie.sync_thread`) ever persists it.
+
+Ledger state (exists, fenced, master key, explicit LAC, deleted) is kept in memory and written
+back at checkpoints; until then the journal's meta records make it durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import trio
+
+from bookie.config import MB, BookieConfig
+from bookie.entry_logger import EntryLogger
+from bookie.errors import BookieIOError, NoEntryError, NoLedgerError, TooManyRequestsError
+from bookie.journal import Journal
+from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex, LedgerState
+from bookie.log_mark import LogMark
+from bookie.metrics import BookieMetrics
+from bookie.read_cache import ReadCache
+from bookie.write_cache import WriteCache, WriteCacheHalf
+
+log = logging.getLogger(__name__)
+
+_READ_AHEAD_MAX_BYTES = 512 * 1024
+
+
+@dataclass
+class DirStorage:
+    """The per-ledger-dir parts: an entry logger and its two RocksDB indexes."""
+
+    current: Path
+    entry_logger: EntryLogger
+    locations: EntryLocationIndex
+    ledgers: LedgerMetadataIndex
+
+    def close(self) -> None:
+        self.entry_logger.close()
+        self.locations.close()
+        self.ledgers.close()
+
+
+def ledger_dirs_current(config: BookieConfig) -> list[Path]:
+    return [Path(d) / "current" for d in config.ledger_directories]
+
+
+class LedgerStorage:
+    def __init__(self, config: BookieConfig, metrics: BookieMetrics) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.dirs: list[DirStorage] = []
+        self.write_cache = WriteCache(config.db_storage_write_cache_max_size_mb * MB)
+        self.read_cache = ReadCache(config.db_storage_read_ahead_cache_max_size_mb * MB)
+        self.states: dict[int, LedgerState] = {}
+        self._dirty: set[int] = set()
+        self._read_limiter = trio.CapacityLimiter(4)
+        self._flush_lock = trio.Lock()
+        self._flush_done = trio.Event()
+        self._pending_mark: LogMark | None = None
+        self._lac_events: dict[int, trio.Event] = {}
+        # Set by the sync thread: asks for a checkpoint soon (the write cache filled up).
+        self.request_flush: Callable[[], None] = lambda: None
+        self._read_ahead_bytes = min(_READ_AHEAD_MAX_BYTES, self.read_cache.max_bytes // 2)
+
+    # --- lifecycle (blocking; call from a thread) -----------------------------------------
+
+    def open(self) -> None:
+        for cur in ledger_dirs_current(self.config):
+            cur.mkdir(parents=True, exist_ok=True)
+            logger = EntryLogger(cur, self.config.log_size_limit)
+            logger.open()
+            d = DirStorage(cur, logger, EntryLocationIndex(cur / "locations"), LedgerMetadataIndex(cur / "ledgers"))
+            self.dirs.append(d)
+            self.states.update(d.ledgers.load_all())
+        self.metrics.ledgers.set(len(self.states))
+
+    def close(self) -> None:
+        for d in self.dirs:
+            d.close()
+        self.dirs = []
+
+    def _dir_for(self, ledger_id: int) -> DirStorage:
+        return self.dirs[ledger_id % len(self.dirs)]
+
+    # --- ledger state ----------------------------------------------------------------------
+
+    def state(self, ledger_id: int) -> LedgerState | None:
+        st = self.states.get(ledger_id)
+        return None if st is None or st.deleted else st
+
+    def is_deleted(self, ledger_id: int) -> bool:
+        st = self.states.get(ledger_id)
+        return st is not None and st.deleted
+
+    def create_ledger(self, ledger_id: int, master_key: bytes) -> LedgerState:
+        """Record a new ledger (the caller journals its master key)."""
+        st = self.states.get(ledger_id)
+        if st is not None and st.deleted:
+            raise NoLedgerError(f"ledger {ledger_id} was deleted")
+        if st is None:
+            st = self.states[ledger_id] = LedgerState(master_key=master_key)
+            self._dirty.add(ledger_id)
+            self.metrics.ledgers.set(len(self.states))
+        return st
+
+    def set_master_key(self, ledger_id: int, master_key: bytes) -> None:
+        st = self.states.get(ledger_id)
+        if st is None:
+            self.create_ledger(ledger_id, master_key)
+        elif not st.master_key and master_key:
+            st.master_key = master_key
+            self._dirty.add(ledger_id)
+
+    def set_fenced(self, ledger_id: int) -> bool:
+        """Fence in memory (durable through the journal until the next checkpoint)."""
+        st = self.states.get(ledger_id)
+        if st is None:
+            st = self.create_ledger(ledger_id, b"")
+        if st.fenced:
+            return False
+        st.fenced = True
+        self._dirty.add(ledger_id)
+        self._notify_lac(ledger_id)  # wake long polls: the ledger will not grow any more
+        return True
+
+    def set_explicit_lac(self, ledger_id: int, lac: int, body: bytes) -> None:
+        st = self.states.get(ledger_id)
+        if st is None:
+            st = self.create_ledger(ledger_id, b"")
+        st.explicit_lac = body
+        if lac > st.lac:
+            st.lac = lac
+            self._notify_lac(ledger_id)
+        self._dirty.add(ledger_id)
+
+    def mark_deleted(self, ledger_id: int) -> None:
+        """Remember that the ledger is gone: adds are refused from now on, data is dropped."""
+        self.states[ledger_id] = LedgerState(exists=False, deleted=True)
+        self._dirty.add(ledger_id)
+        self.write_cache.drop_ledger(ledger_id)
+        self.read_cache.drop_ledger(ledger_id)
+
+    # --- adds ------------------------------------------------------------------------------
+
+    def try_add(self, ledger_id: int, entry_id: int, data: bytes, lac: int) -> bool:
+        """Put an entry into the write cache; False when the cache is full (throttle)."""
+        if not self.write_cache.put(ledger_id, entry_id, data):
+            self.request_flush()
+            return False
+        if self.write_cache.is_full:
+            self.request_flush()
+        st = self.states.get(ledger_id)
+        if st is not None and lac > st.lac:
+            st.lac = lac
+            if ledger_id in self._lac_events:
+                self._notify_lac(ledger_id)
+        return True
+
+    async def add_entry(self, ledger_id: int, entry_id: int, data: bytes, lac: int) -> None:
+        """Put an entry, waiting up to db_storage_max_throttle_time_ms for cache room."""
+        if self.try_add(ledger_id, entry_id, data, lac):
+            return
+        self.metrics.throttled_adds.inc()
+        deadline = time.monotonic() + self.config.db_storage_max_throttle_time_ms / 1000.0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TooManyRequestsError("write cache full")
+            done = self._flush_done
+            with trio.move_on_after(min(remaining, 0.05)):
+                await done.wait()
+            if self.try_add(ledger_id, entry_id, data, lac):
+                return
+
+    # --- long poll -------------------------------------------------------------------------
+
+    def _notify_lac(self, ledger_id: int) -> None:
+        ev = self._lac_events.pop(ledger_id, None)
+        if ev is not None:
+            ev.set()
+
+    async def wait_lac_change(self, ledger_id: int, previous_lac: int, timeout_s: float) -> None:
+        """Return when the ledger's LAC exceeds previous_lac, it is fenced, or the timeout."""
+        with trio.move_on_after(timeout_s):
+            while True:
+                st = self.states.get(ledger_id)
+                if st is None or st.fenced or st.lac > previous_lac:
+                    return
+                ev = self._lac_events.get(ledger_id)
+                if ev is None:
+                    ev = self._lac_events[ledger_id] = trio.Event()
+                await ev.wait()
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def cached_entry(self, ledger_id: int, entry_id: int) -> bytes | None:
+        data = self.write_cache.get(ledger_id, entry_id)
+        if data is not None:
+            self.metrics.write_cache_hits.inc()
+            return data
+        data = self.read_cache.get(ledger_id, entry_id)
+        if data is not None:
+            self.metrics.read_cache_hits.inc()
+        return data
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        """The entry's bytes; NoLedgerError / NoEntryError / BookieIOError."""
+        data = self.cached_entry(ledger_id, entry_id)
+        if data is not None:
+            return data
+        if self.is_deleted(ledger_id):
+            raise NoLedgerError(f"ledger {ledger_id} was deleted")
+        self.metrics.read_cache_misses.inc()
+        d = self._dir_for(ledger_id)
+        found = await trio.to_thread.run_sync(self._read_from_disk, d, ledger_id, entry_id, limiter=self._read_limiter)
+        if found is None:
+            data = self.write_cache.get(ledger_id, entry_id)  # added meanwhile
+            if data is not None:
+                return data
+            if self.state(ledger_id) is None:
+                raise NoLedgerError(f"ledger {ledger_id} unknown")
+            raise NoEntryError(f"entry {ledger_id}:{entry_id} not found")
+        data, following = found
+        rc = self.read_cache
+        rc.put(ledger_id, entry_id, data)
+        for eid, edata in following:
+            rc.put(ledger_id, eid, edata)
+        self.metrics.read_cache_size.set(rc.size)
+        return data
+
+    def _read_from_disk(self, d: DirStorage, ledger_id: int, entry_id: int) -> tuple[bytes, list] | None:
+        try:
+            loc = d.locations.get(ledger_id, entry_id)
+        except Exception as exc:  # rocksdb errors have no common base class
+            raise BookieIOError(f"location index read failed: {exc}") from exc
+        if loc is None:
+            return None
+        data = d.entry_logger.read(loc, ledger_id, entry_id)  # BookieIOError, never NoEntry
+        following = d.entry_logger.read_ahead(
+            loc, ledger_id, self.config.db_storage_read_ahead_cache_batch_size, self._read_ahead_bytes
+        )
+        return data, following
+
+    async def last_entry_id(self, ledger_id: int) -> int:
+        """Highest entry id stored for the ledger (-1 if none)."""
+        cached = self.write_cache.last_entry(ledger_id)
+        d = self._dir_for(ledger_id)
+        indexed = await trio.to_thread.run_sync(d.locations.last_entry, ledger_id, limiter=self._read_limiter)
+        return max(cached, indexed, self.write_cache.last_entry(ledger_id))
+
+    async def last_add_confirmed(self, ledger_id: int) -> int:
+        """The ledger's LAC: the max of the LACs carried by its entries and the explicit one."""
+        st = self.state(ledger_id)
+        if st is None:
+            raise NoLedgerError(f"ledger {ledger_id} unknown")
+        if st.lac < 0:
+            last = await self.last_entry_id(ledger_id)
+            if last >= 0:
+                data = await self.read_entry(ledger_id, last)
+                if len(data) >= 24:
+                    st.lac = max(st.lac, int.from_bytes(data[16:24], "big", signed=True))
+        return st.lac
+
+    # --- checkpoint ------------------------------------------------------------------------
+
+    async def checkpoint(self, journal: Journal | None) -> LogMark | None:
+        """Flush the write cache; returns the journal mark now covered by entry logs + index.
+
+        The mark is taken together with the cache swap (no await in between): every record
+        before it in the journal was put into the write cache before it was journaled, so it
+        is in the half being flushed or was flushed earlier.
+        """
+        async with self._flush_lock:
+            if self.write_cache.flushing is None:
+                self._pending_mark = journal.durable_mark if journal is not None else None
+                half = self.write_cache.swap()
+            else:
+                half = self.write_cache.flushing  # a previous flush failed: retry it
+            dirty = {lid: replace(self.states[lid]) for lid in self._dirty if lid in self.states}
+            self._dirty = set()
+            t0 = time.perf_counter()
+            try:
+                await trio.to_thread.run_sync(self._flush_half, half, dirty)
+            except BaseException:
+                self._dirty.update(dirty)
+                raise
+            self.write_cache.flushed()
+            self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
+            self.metrics.checkpoint_entries.inc(len(half))
+            self.metrics.write_cache_size.set(self.write_cache.active.size)
+            done, self._flush_done = self._flush_done, trio.Event()
+            done.set()
+            return self._pending_mark
+
+    def _flush_half(self, half: WriteCacheHalf, dirty: dict[int, LedgerState]) -> None:
+        """Worker thread: entry logs (fsynced) then locations then ledger states, per dir."""
+        n = len(self.dirs)
+        per_dir: list[list[tuple[int, int, bytes]]] = [[] for _ in range(n)]
+        for item in half.sorted_entries():
+            per_dir[item[0] % n].append(item)
+        try:
+            located = []
+            for d, items in zip(self.dirs, per_dir):
+                locs = d.entry_logger.add_entries(items) if items else []
+                d.entry_logger.flush()
+                located.append([(l, e, loc) for (l, e, _), loc in zip(items, locs)])
+            for d, items in zip(self.dirs, located):
+                if items:
+                    d.locations.put_batch(items)
+            for i, d in enumerate(self.dirs):
+                states = {lid: st for lid, st in dirty.items() if lid % n == i}
+                d.ledgers.put_batch(states)
+                for lid, st in states.items():
+                    if st.deleted:
+                        d.locations.delete_ledger(lid)
+        except OSError as exc:
+            raise BookieIOError(f"checkpoint failed: {exc}") from exc
+
+    # --- disk usage ------------------------------------------------------------------------
+
+    def disk_usage(self) -> tuple[int, int]:
+        """(free, total) bytes over the ledger dirs' filesystems (each counted once)."""
+        seen: set[int] = set()
+        free = total = 0
+        for d in self.config.ledger_directories:
+            st = os.statvfs(d)
+            if st.f_fsid in seen:
+                continue
+            seen.add(st.f_fsid)
+            free += st.f_bavail * st.f_frsize
+            total += st.f_blocks * st.f_frsize
+        return free, total

@@ -1,0 +1,345 @@
+"""RequestProcessor: the bookie's request semantics, independent of sockets.
+
+Adds take a synchronous fast path (checks, write cache, journal append with a callback that
+queues the reply once the group is fsynced): no task and no await per entry. Only the rare
+cases await inline (first add of an unknown ledger, a full write cache, a congested journal),
+which stalls that one connection and so pushes back on its client. Reads answered from the
+write/read cache are answered inline too; everything that may touch the disk or wait (reads
+that miss, fence, long poll, write LAC) runs as a task in the connection's nursery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import trio
+
+from bookie import journal_format as jf
+from bookie.config import BookieConfig
+from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
+from bookie.errors import BadRequestError, NoEntryError, NoLedgerError, StorageError, UnauthorizedError
+from bookie.journal import Journal
+from bookie.ledger_index import LedgerState
+from bookie.ledger_storage import LedgerStorage
+from bookie.metrics import BookieMetrics
+from bookie.protocol import Flag, Op, Request, Status, encode_frame
+from bookie.registration import BookieState
+
+log = logging.getLogger(__name__)
+
+_ADD = int(Op.ADD)
+_FENCE = int(Flag.FENCE)
+_RECOVERY = int(Flag.RECOVERY_ADD)
+_PIGGYBACK = int(Flag.PIGGYBACK)
+_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
+_RANGE_MAX_BYTES = 4 * 1024 * 1024  # stay well under the 5 MiB frame limit
+_RANGE_MAX_ENTRIES = 10_000
+
+
+class ReplySink(Protocol):
+    """Where replies go (a connection): ``send`` queues one encoded frame."""
+
+    def send(self, frame: bytes) -> None: ...
+
+
+def reply_frame(
+    op: int, request_id: int, status: int, ledger_id: int = 0, entry_id: int = 0, body: bytes = b"",
+    entries: list[bytes] | None = None, lac: int = -1, last_entry_id: int = -1, free: int = 0, total: int = 0,
+) -> bytes:
+    if entries:
+        return encode_frame(
+            [op, request_id, status, ledger_id, entry_id, lac, last_entry_id, free, total, [len(e) for e in entries]],
+            b"".join((body, *entries)),
+        )
+    return encode_frame([op, request_id, status, ledger_id, entry_id, lac, last_entry_id, free, total, []], body)
+
+
+class RequestProcessor:
+    def __init__(
+        self,
+        config: BookieConfig,
+        storage: LedgerStorage,
+        journal: Journal,
+        state: BookieState,
+        metrics: BookieMetrics,
+        ledger_exists: Callable[[int], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.config = config
+        self.storage = storage
+        self.journal = journal
+        self.state = state
+        self.metrics = metrics
+        self.ledger_exists = ledger_exists
+        # Plain counters on the hot path; published into Prometheus on scrape.
+        self.counts: dict[tuple[str, int], int] = {}
+        self._published: dict[tuple[str, int], int] = {}
+        self.added_bytes = 0
+        self._published_bytes = 0
+
+    # --- metrics -------------------------------------------------------------------------
+
+    def _count(self, kind: str, status: int, n: int = 1) -> None:
+        key = (kind, status)
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def publish_metrics(self) -> None:
+        for key, value in self.counts.items():
+            delta = value - self._published.get(key, 0)
+            if delta:
+                kind, status = key
+                counter = self.metrics.add_entries if kind == "add" else self.metrics.read_entries
+                counter.labels(Status(status).name).inc(delta)
+                self._published[key] = value
+        if self.added_bytes > self._published_bytes:
+            self.metrics.add_bytes.inc(self.added_bytes - self._published_bytes)
+            self._published_bytes = self.added_bytes
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    async def handle(self, req: Request, conn: ReplySink, nursery: trio.Nursery) -> None:
+        """Process one request; exactly one reply is eventually sent to ``conn``."""
+        op = req.op
+        if op == _ADD:
+            if not self._add_fast(req, conn):
+                await self._add_slow(req, conn)
+            return
+        if op == Op.READ and not req.flags & _FENCE and req.entry_id >= 0 and req.timeout_ms == 0:
+            data = self.storage.cached_entry(req.ledger_id, req.entry_id)
+            if data is not None:
+                self._count("read", 0)
+                conn.send(reply_frame(op, req.request_id, 0, req.ledger_id, req.entry_id, data))
+                return
+        nursery.start_soon(self._handle_async, req, conn)
+
+    async def _handle_async(self, req: Request, conn: ReplySink) -> None:
+        try:
+            op = req.op
+            if op == Op.READ:
+                frame = await self._read(req)
+            elif op == Op.RANGE_READ:
+                frame = await self._range_read(req)
+            elif op == Op.READ_LAC:
+                frame = await self._read_lac(req)
+            elif op == Op.WRITE_LAC:
+                frame = await self._write_lac(req)
+            elif op == Op.BOOKIE_INFO:
+                free, total = await trio.to_thread.run_sync(self.storage.disk_usage)
+                frame = reply_frame(op, req.request_id, 0, free=free, total=total)
+            else:
+                raise BadRequestError(f"unsupported op {op}")
+        except StorageError as exc:
+            frame = reply_frame(req.op, req.request_id, exc.status, req.ledger_id, req.entry_id)
+            if req.op != Op.WRITE_LAC:
+                self._count("read", exc.status)
+        except Exception:
+            log.exception("request %s failed", req)
+            frame = reply_frame(req.op, req.request_id, int(Status.IO), req.ledger_id, req.entry_id)
+            self._count("read", int(Status.IO))
+        conn.send(frame)
+
+    # --- adds ----------------------------------------------------------------------------
+
+    def _add_error(self, req: Request, conn: ReplySink, status: int) -> None:
+        self._count("add", status)
+        conn.send(reply_frame(_ADD, req.request_id, status, req.ledger_id, req.entry_id))
+
+    def _check_add(self, req: Request, st: LedgerState) -> int:
+        """0 if the add may proceed, else the status to answer."""
+        if st.master_key != req.master_key:
+            return int(Status.UNAUTHORIZED)
+        flags = req.flags
+        if st.fenced and not flags & _RECOVERY:
+            return int(Status.FENCED)
+        if self.state.read_only and not flags & _HIGH_PRIORITY:
+            return int(Status.READ_ONLY)
+        body = req.body
+        if (
+            len(body) < ENTRY_HEADER_SIZE
+            or int.from_bytes(body[0:8], "big") != req.ledger_id
+            or int.from_bytes(body[8:16], "big", signed=True) != req.entry_id
+            or req.entry_id < 0
+        ):
+            return int(Status.BAD_REQUEST)
+        return 0
+
+    def _add_fast(self, req: Request, conn: ReplySink) -> bool:
+        """The whole add without awaiting; False if the slow path must take over."""
+        if self.journal.congested:
+            return False
+        st = self.storage.states.get(req.ledger_id)
+        if st is None or st.deleted:
+            return False
+        status = self._check_add(req, st)
+        if status:
+            self._add_error(req, conn, status)
+            return True
+        body = req.body
+        lac = int.from_bytes(body[16:24], "big", signed=True)
+        if not self.storage.try_add(req.ledger_id, req.entry_id, body, lac):
+            return False
+        self._journal_add(req, conn)
+        return True
+
+    def _journal_add(self, req: Request, conn: ReplySink) -> None:
+        rid, lid, eid = req.request_id, req.ledger_id, req.entry_id
+        counts = self.counts
+        self.added_bytes += len(req.body)
+
+        def done(err: BaseException | None) -> None:
+            status = 0 if err is None else 501
+            key = ("add", status)
+            counts[key] = counts.get(key, 0) + 1
+            conn.send(encode_frame([_ADD, rid, status, lid, eid, -1, -1, 0, 0, []]))
+
+        self.journal.append(req.body, done)
+
+    async def _add_slow(self, req: Request, conn: ReplySink) -> None:
+        try:
+            await self.journal.wait_for_space()
+            lid = req.ledger_id
+            st = self.storage.states.get(lid)
+            if st is None or st.deleted:
+                st = await self._open_ledger_for_add(req)
+                if st is None:
+                    self._add_error(req, conn, int(Status.NO_LEDGER))
+                    return
+            status = self._check_add(req, st)
+            if status:
+                self._add_error(req, conn, status)
+                return
+            body = req.body
+            lac = int.from_bytes(body[16:24], "big", signed=True)
+            await self.storage.add_entry(lid, req.entry_id, body, lac)
+        except StorageError as exc:
+            self._add_error(req, conn, exc.status)
+            return
+        self._journal_add(req, conn)
+
+    async def _open_ledger_for_add(self, req: Request) -> LedgerState | None:
+        """First add of a ledger: refuse it if the ledger is known deleted or has no metadata."""
+        lid = req.ledger_id
+        if self.storage.is_deleted(lid):
+            return None
+        if self.ledger_exists is not None and not await self.ledger_exists(lid):
+            if self.storage.states.get(lid) is None:
+                log.info("refusing add to ledger %d: no metadata (deleted)", lid)
+                self.storage.mark_deleted(lid)
+            return None
+        st = self.storage.states.get(lid)
+        if st is None:
+            st = self.storage.create_ledger(lid, req.master_key)
+            self.journal.append(jf.master_key_payload(lid, req.master_key), None)
+        return st
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def _check_key(self, st: LedgerState, req: Request) -> None:
+        if st.master_key and st.master_key != req.master_key:
+            raise UnauthorizedError(f"master key mismatch on ledger {req.ledger_id}")
+
+    async def _read(self, req: Request) -> bytes:
+        lid, eid = req.ledger_id, req.entry_id
+        if req.flags & _FENCE:
+            return await self._fence_read(req)
+        if req.previous_lac >= 0 and req.timeout_ms > 0:
+            return await self._long_poll(req)
+        if eid < 0:
+            lac = await self.storage.last_add_confirmed(lid)
+            st = self.storage.state(lid)
+            self._count("read", 0)
+            return reply_frame(Op.READ, req.request_id, 0, lid, eid, st.explicit_lac if st else b"", lac=lac)
+        data = await self.storage.read_entry(lid, eid)
+        self._count("read", 0)
+        return reply_frame(Op.READ, req.request_id, 0, lid, eid, data)
+
+    async def _fence_read(self, req: Request) -> bytes:
+        """Fence durably (journal record fsynced) before answering; then the last entry."""
+        lid = req.ledger_id
+        if self.storage.is_deleted(lid):
+            raise NoLedgerError(f"ledger {lid} was deleted")
+        st = self.storage.states.get(lid)
+        if st is None:
+            # BookKeeper creates the ledger on a fence read: recovery may reach a bookie
+            # that never got an entry, and it must still refuse the old writer from now on.
+            st = self.storage.create_ledger(lid, req.master_key)
+            self.journal.append(jf.master_key_payload(lid, req.master_key), None)
+        self._check_key(st, req)
+        self.storage.set_fenced(lid)
+        await self.journal.append_and_wait(jf.fence_payload(lid))
+        last = await self.storage.last_entry_id(lid)
+        eid = req.entry_id if req.entry_id >= 0 else last
+        if eid < 0:
+            raise NoEntryError(f"ledger {lid} has no entries")
+        data = await self.storage.read_entry(lid, eid)
+        lac = await self.storage.last_add_confirmed(lid)
+        self._count("read", 0)
+        return reply_frame(Op.READ, req.request_id, 0, lid, eid, data, lac=lac, last_entry_id=last)
+
+    async def _long_poll(self, req: Request) -> bytes:
+        lid = req.ledger_id
+        if self.storage.state(lid) is None:
+            raise NoLedgerError(f"ledger {lid} unknown")
+        lac = await self.storage.last_add_confirmed(lid)
+        if lac <= req.previous_lac:
+            await self.storage.wait_lac_change(lid, req.previous_lac, req.timeout_ms / 1000.0)
+            lac = await self.storage.last_add_confirmed(lid)
+        body = b""
+        eid = req.entry_id
+        if req.flags & _PIGGYBACK and lac > req.previous_lac:
+            eid = req.previous_lac + 1
+            try:
+                body = await self.storage.read_entry(lid, eid)
+            except NoEntryError:
+                body = b""
+        self._count("read", 0)
+        return reply_frame(Op.READ, req.request_id, 0, lid, eid, body, lac=lac)
+
+    async def _range_read(self, req: Request) -> bytes:
+        lid, first = req.ledger_id, req.entry_id
+        last = req.last_entry_id if req.last_entry_id >= first else first
+        max_entries = min(req.max_entries or _RANGE_MAX_ENTRIES, _RANGE_MAX_ENTRIES)
+        max_bytes = min(req.max_bytes or _RANGE_MAX_BYTES, _RANGE_MAX_BYTES)
+        entries: list[bytes] = []
+        size = 0
+        eid = first
+        while eid <= last and len(entries) < max_entries:
+            try:
+                data = await self.storage.read_entry(lid, eid)
+            except NoEntryError:
+                if not entries:
+                    raise
+                break
+            if entries and size + len(data) > max_bytes:
+                break
+            entries.append(data)
+            size += len(data)
+            eid += 1
+        self._count("read", 0, len(entries))
+        return reply_frame(Op.RANGE_READ, req.request_id, 0, lid, first, entries=entries, last_entry_id=first + len(entries) - 1)
+
+    async def _read_lac(self, req: Request) -> bytes:
+        lid = req.ledger_id
+        lac = await self.storage.last_add_confirmed(lid)
+        st = self.storage.state(lid)
+        last = await self.storage.last_entry_id(lid)
+        entries = []
+        if last >= 0:
+            try:
+                entries.append(await self.storage.read_entry(lid, last))
+            except NoEntryError:
+                pass
+        return reply_frame(
+            Op.READ_LAC, req.request_id, 0, lid, -1, st.explicit_lac if st else b"", entries, lac=lac, last_entry_id=last
+        )
+
+    async def _write_lac(self, req: Request) -> bytes:
+        lid = req.ledger_id
+        st = self.storage.state(lid)
+        if st is None:
+            raise NoLedgerError(f"ledger {lid} unknown")
+        self._check_key(st, req)
+        self.storage.set_explicit_lac(lid, req.entry_id, req.body)
+        await self.journal.append_and_wait(jf.explicit_lac_payload(lid, req.entry_id, req.body))
+        return reply_frame(Op.WRITE_LAC, req.request_id, 0, lid, req.entry_id)

@@ -1,0 +1,62 @@
+"""SyncThread: the coordinated checkpoint (BookKeeper's SyncThread, as a trio task).
+
+Every ``flush_interval_ms``, or sooner when the write cache fills: flush the write cache to
+the entry logs + index of every ledger dir, then persist the LastLogMark (in every ledger
+dir, never backwards), then delete journal files older than the mark beyond
+``journal_max_backups``. Only this task advances the mark, because it spans all dirs.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from bookie import log_mark
+from bookie.config import BookieConfig
+from bookie.journal import Journal
+from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
+from bookie.log_mark import LogMark
+
+log = logging.getLogger(__name__)
+
+
+class SyncThread:
+    def __init__(self, config: BookieConfig, storage: LedgerStorage, journal: Journal, persisted: LogMark) -> None:
+        self.config = config
+        self.storage = storage
+        self.journal = journal
+        self.persisted_mark = persisted
+        self._requested = trio.Event()
+        self._lock = trio.Lock()
+        self.checkpoints = 0
+        storage.request_flush = self.request_flush
+
+    def request_flush(self) -> None:
+        self._requested.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        interval = self.config.flush_interval_ms / 1000.0
+        task_status.started()
+        while True:
+            with trio.move_on_after(interval):
+                await self._requested.wait()
+            self._requested = trio.Event()
+            try:
+                await self.checkpoint()
+            except Exception:
+                # The flushing half stays in memory and is retried next round; the journal
+                # still holds every entry, so nothing acknowledged is lost.
+                log.exception("checkpoint failed; will retry")
+                await trio.sleep(1.0)
+
+    async def checkpoint(self) -> LogMark:
+        """One full checkpoint; returns the persisted mark."""
+        async with self._lock:
+            mark = await self.storage.checkpoint(self.journal)
+            if mark is not None and mark > self.persisted_mark:
+                await trio.to_thread.run_sync(log_mark.write_mark, ledger_dirs_current(self.config), mark)
+                self.persisted_mark = mark
+                await trio.to_thread.run_sync(self.journal.gc_journals, mark)
+            self.checkpoints += 1
+            return self.persisted_mark
