@@ -1,0 +1,207 @@
+"""One pipelined TCP connection to one bookie, and the pool of them.
+
+Requests carry a per-connection request id and complete through a *callback* run by the
+connection's reader task, so an add sent to WQ bookies costs no trio task per bookie.
+``send`` is synchronous: it appends the encoded frame to an outgoing list and wakes the
+writer task, which joins everything queued since its last wake-up into one ``send_all``.
+A timeout monitor fails requests past their deadline with ``CLIENT_TIMEOUT``; a broken
+connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and the next
+``send`` reconnects. Callbacks receive ``(status, response_or_None)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Awaitable, Callable
+
+import trio
+
+from bookie.client.config import ClientConfig
+from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
+from bookie.client.errors import BKClientClosedError
+from bookie.protocol import FrameDecoder, ProtocolError, Request, Response, decode_response, encode_request
+
+__all__ = ["BookieConnection", "BookieConnectionPool", "Callback", "parse_bookie_id"]
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[int, "Response | None"], None]
+
+_RECV_SIZE = 256 * 1024
+
+
+def parse_bookie_id(bookie_id: str) -> tuple[str, int]:
+    host, _, port = bookie_id.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"bookie id {bookie_id!r} is not host:port")
+    return host, int(port)
+
+
+class _Outstanding:
+    __slots__ = ("callback", "deadline")
+
+    def __init__(self, callback: Callback, deadline: float) -> None:
+        self.callback = callback
+        self.deadline = deadline
+
+
+class BookieConnection:
+    """Pipelined request/response channel to one bookie; tasks live in the pool's nursery."""
+
+    def __init__(self, bookie_id: str, nursery: trio.Nursery, config: ClientConfig,
+                 on_failure: Callable[[str], None] | None = None) -> None:
+        self.bookie_id = bookie_id
+        self._nursery = nursery
+        self._config = config
+        self._on_failure = on_failure
+        self._pending: dict[int, _Outstanding] = {}
+        self._out: list[bytes] = []
+        self._wake = trio.Event()
+        self._next_id = 1
+        self._running = False
+        self._closed = False
+        self._cancel: trio.CancelScope | None = None
+
+    @property
+    def outstanding(self) -> int:
+        return len(self._pending)
+
+    def send(self, req: Request, callback: Callback, timeout_s: float) -> None:
+        """Queue ``req`` (its request_id is assigned here); ``callback`` fires exactly once."""
+        if self._closed:
+            callback(CLIENT_CONNECTION_LOST, None)
+            return
+        rid = self._next_id
+        self._next_id = rid + 1
+        req.request_id = rid
+        self._pending[rid] = _Outstanding(callback, trio.current_time() + timeout_s)
+        self._out.append(encode_request(req))
+        self._wake.set()
+        if not self._running:
+            self._running = True
+            self._nursery.start_soon(self._run)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._cancel is not None:
+            self._cancel.cancel()
+        self._fail_all(CLIENT_CONNECTION_LOST)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _fail_all(self, status: int) -> None:
+        pending, self._pending = self._pending, {}
+        self._out.clear()
+        for p in pending.values():
+            self._complete(p, status, None)
+
+    @staticmethod
+    def _complete(p: _Outstanding, status: int, resp: Response | None) -> None:
+        try:
+            p.callback(status, resp)
+        except Exception:  # a bug in one op must not take the connection (and its peers) down
+            log.exception("ledger client callback failed")
+
+    async def _run(self) -> None:
+        self._error: BaseException | None = None
+        try:
+            with trio.CancelScope() as scope:
+                self._cancel = scope
+                try:
+                    host, port = parse_bookie_id(self.bookie_id)
+                    with trio.fail_after(self._config.client_connect_timeout_ms / 1000):
+                        stream = await trio.open_tcp_stream(host, port)
+                except (OSError, ValueError, trio.TooSlowError) as exc:
+                    self._error = exc
+                else:
+                    async with stream:
+                        try:
+                            stream.setsockopt(6, 1, 1)  # TCP_NODELAY: latency of small acks matters
+                        except OSError:
+                            pass
+                        async with trio.open_nursery() as inner:
+                            stop = inner.cancel_scope
+                            inner.start_soon(self._guard, self._writer, stream, stop)
+                            inner.start_soon(self._guard, self._timeouts, stream, stop)
+                            await self._guard(self._reader, stream, stop)
+        finally:
+            self._cancel = None
+            self._running = False
+            self._wake = trio.Event()
+            self._fail_all(CLIENT_CONNECTION_LOST)
+        if self._error is not None:
+            log.info("connection to bookie %s failed: %r", self.bookie_id, self._error)
+            if self._on_failure is not None and not self._closed:
+                self._on_failure(self.bookie_id)
+
+    async def _guard(self, fn: Callable[[trio.SocketStream], Awaitable[None]], stream: trio.SocketStream,
+                     stop: trio.CancelScope) -> None:
+        """Run one side of the connection; a network or protocol failure ends the whole connection."""
+        try:
+            await fn(stream)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, ProtocolError, EOFError) as exc:
+            if self._error is None:
+                self._error = exc
+        stop.cancel()
+
+    async def _writer(self, stream: trio.SocketStream) -> None:
+        while True:
+            if not self._out:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                continue
+            out, self._out = self._out, []
+            await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+
+    async def _reader(self, stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)
+        pending = self._pending
+        while True:
+            data = await stream.receive_some(_RECV_SIZE)
+            if not data:
+                raise EOFError("bookie closed the connection")
+            for frame in decoder.feed(data):
+                resp = decode_response(frame)
+                p = pending.pop(resp.request_id, None)
+                if p is not None:  # else: it already timed out
+                    self._complete(p, int(resp.status), resp)
+
+    async def _timeouts(self, _stream: trio.SocketStream) -> None:
+        interval = self._config.timeout_monitor_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            now = trio.current_time()
+            expired = [rid for rid, p in self._pending.items() if p.deadline <= now]
+            for rid in expired:
+                p = self._pending.pop(rid, None)
+                if p is not None:
+                    self._complete(p, CLIENT_TIMEOUT, None)
+
+
+class BookieConnectionPool:
+    """Connections by bookie id, created on first use; owned by the BookKeeper client."""
+
+    def __init__(self, nursery: trio.Nursery, config: ClientConfig,
+                 on_failure: Callable[[str], None] | None = None) -> None:
+        self._nursery = nursery
+        self._config = config
+        self._on_failure = on_failure
+        self._conns: dict[str, BookieConnection] = {}
+        self._closed = False
+
+    def get(self, bookie_id: str) -> BookieConnection:
+        if self._closed:
+            raise BKClientClosedError("the BookKeeper client is closed")
+        conn = self._conns.get(bookie_id)
+        if conn is None:
+            conn = self._conns[bookie_id] = BookieConnection(bookie_id, self._nursery, self._config, self._on_failure)
+        return conn
+
+    def send(self, bookie_id: str, req: Request, callback: Callback, timeout_s: float) -> None:
+        self.get(bookie_id).send(req, callback, timeout_s)
+
+    def close(self) -> None:
+        self._closed = True
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()

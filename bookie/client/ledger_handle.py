@@ -1,0 +1,377 @@
+"""``LedgerHandle``: the writer (and reader) of one ledger.
+
+Write path (BookKeeper's ``LedgerHandle`` + ``PendingAddOp``): entry ids are assigned in call
+order; each entry is packed once (digest header with the current LAC piggybacked) and the same
+bytes go to the WQ bookies of its write set; an entry completes once AQ bookies acked it *and*
+every earlier entry completed, which advances the LAC. At most ``throttle`` adds are in flight.
+
+A bookie that fails an add (error, timeout, lost connection; anything but FENCED or
+UNAUTHORIZED) triggers an *ensemble change*: it is replaced by another writable bookie, a new
+segment starting at LAC+1 is compare-and-set into the metadata, and the pending adds are
+resent to the replacements. Completions are held while the change is in progress so that the
+LAC the segment is keyed on cannot move. FENCED, or metadata found IN_RECOVERY/CLOSED, fails
+the handle: another client has taken the ledger over.
+
+The recovery op drives the same machinery with pre-packed entries and the RECOVERY_ADD flag.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING
+
+import trio
+
+from bookie import entry_format
+from bookie.client.distribution import write_set
+from bookie.client.errors import (
+    BKError,
+    BKIllegalOpError,
+    BKLedgerClosedError,
+    BKLedgerFencedError,
+    BKMetadataVersionError,
+    BKNoSuchEntryError,
+    BKUnauthorizedAccessError,
+)
+from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
+from bookie.client.read_ops import PendingReadOp, long_poll_lac, read_lac
+from bookie.protocol import Flag, Op, Request, Status
+
+if TYPE_CHECKING:
+    from bookie.client.bookkeeper import BookKeeper
+
+__all__ = ["LedgerHandle", "LedgerEntry"]
+
+
+class LedgerEntry:
+    """One entry read back: its ids and the payload the writer added."""
+
+    __slots__ = ("ledger_id", "entry_id", "data")
+
+    def __init__(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"LedgerEntry({self.ledger_id}, {self.entry_id}, {len(self.data)} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LedgerEntry) and (self.ledger_id, self.entry_id, self.data) == (
+            other.ledger_id, other.entry_id, other.data)
+
+
+class _PendingAdd:
+    __slots__ = ("entry_id", "data", "length", "sent", "acked", "done", "error", "completed")
+
+    def __init__(self, entry_id: int, data: bytes, length: int) -> None:
+        self.entry_id = entry_id
+        self.data = data  # packed once, shared by every bookie of the write set
+        self.length = length  # cumulative ledger length including this entry
+        self.sent: dict[int, str] = {}  # ensemble index -> bookie the entry was sent to
+        self.acked: set[int] = set()
+        self.done = trio.Event()
+        self.error: BKError | None = None
+        self.completed = False
+
+
+class LedgerHandle:
+    """Handle on one ledger. Writable if created by this client; read-only if opened."""
+
+    def __init__(self, bk: "BookKeeper", ledger_id: int, md: LedgerMetadata, version: int, *,
+                 master_key: bytes, writable: bool, recovery: bool = False) -> None:
+        self._bk = bk
+        self.ledger_id = ledger_id
+        self._md = md
+        self._version = version
+        self._master_key = master_key
+        self._writable = writable
+        self._add_flags = int(Flag.RECOVERY_ADD) if recovery else 0
+        self._recovery = recovery
+        if md.is_closed:
+            self._lac, self._length = md.last_entry_id, md.length
+        else:
+            self._lac, self._length = -1, 0
+        self._next_entry_id = self._lac + 1
+        self._pushed_length = self._length
+        self._ensemble = list(md.last_ensemble)
+        self._pending: collections.deque[_PendingAdd] = collections.deque()
+        self._window = trio.Semaphore(max(1, bk.config.throttle))
+        self._failed_bookies: dict[int, str] = {}
+        self._changing_ensemble = False
+        self._error: BKError | None = None
+        self._closing = False
+        self._closed = md.is_closed and not writable
+        self._lac_advanced = trio.Event()
+
+    # -- properties (contract) ---------------------------------------------------------------
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self._lac
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def metadata(self) -> LedgerMetadata:
+        return self._md
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed or self._md.is_closed
+
+    @property
+    def last_add_pushed(self) -> int:
+        return self._next_entry_id - 1
+
+    # -- add ---------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if not self._writable:
+            raise BKIllegalOpError(f"ledger {self.ledger_id} was opened read-only")
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+        if self._closing or self._closed:
+            raise BKLedgerClosedError(f"ledger {self.ledger_id} is closed")
+
+    async def add_entry(self, data: bytes) -> int:
+        """Append ``data``; returns its entry id once it and all earlier entries are AQ-acked."""
+        self._check_writable()
+        await self._window.acquire()
+        try:
+            self._check_writable()
+        except BKError:
+            self._window.release()
+            raise
+        op = self._push(data)
+        await op.done.wait()
+        if op.error is not None:
+            raise op.error
+        return op.entry_id
+
+    def _push(self, payload: bytes) -> _PendingAdd:
+        eid = self._next_entry_id
+        self._next_entry_id = eid + 1
+        self._pushed_length += len(payload)
+        packed = entry_format.pack_entry(self.ledger_id, eid, self._lac, self._pushed_length, payload)
+        return self._enqueue(_PendingAdd(eid, packed, self._pushed_length))
+
+    def _push_packed(self, entry_id: int, packed: bytes, length: int) -> _PendingAdd:
+        """Recovery: re-add an entry read back, byte for byte, under its original id."""
+        if entry_id != self._next_entry_id:
+            raise BKIllegalOpError(f"recovery add of {entry_id} but next entry is {self._next_entry_id}")
+        self._next_entry_id = entry_id + 1
+        self._pushed_length = length
+        return self._enqueue(_PendingAdd(entry_id, packed, length))
+
+    def _enqueue(self, op: _PendingAdd) -> _PendingAdd:
+        self._pending.append(op)
+        if not self._changing_ensemble:
+            md = self._md
+            for idx in write_set(op.entry_id, md.ensemble_size, md.write_quorum_size):
+                self._send_add(op, idx)
+        return op
+
+    def _send_add(self, op: _PendingAdd, idx: int) -> None:
+        bookie = self._ensemble[idx]
+        op.sent[idx] = bookie
+        req = Request(Op.ADD, 0, self.ledger_id, op.entry_id, self._add_flags, self._master_key, op.data)
+        self._bk.send(bookie, req, lambda status, _resp: self._on_add_reply(op, idx, bookie, status),
+                      self._bk.config.add_entry_timeout_s)
+
+    def _on_add_reply(self, op: _PendingAdd, idx: int, bookie: str, status: int) -> None:
+        if op.completed or op.sent.get(idx) != bookie:
+            return  # already done, or this index was re-sent to a replacement meanwhile
+        if status == Status.OK:
+            op.acked.add(idx)
+            if len(op.acked) >= self._md.ack_quorum_size and op is self._pending[0]:
+                self._complete_in_order()
+        elif status == Status.FENCED:
+            self._fail(BKLedgerFencedError(f"ledger {self.ledger_id} was fenced by another client ({bookie})"))
+        elif status == Status.UNAUTHORIZED:
+            self._fail(BKUnauthorizedAccessError(f"bookie {bookie} refused the master key of ledger {self.ledger_id}"))
+        else:
+            self._bk.note_bookie_failure(bookie)
+            if self._ensemble[idx] == bookie and self._error is None:
+                self._failed_bookies[idx] = bookie
+                self._start_ensemble_change()
+
+    def _complete_in_order(self) -> None:
+        if self._changing_ensemble:
+            return  # the new segment is keyed on LAC+1: keep LAC still until the change is in
+        aq = self._md.ack_quorum_size
+        pending = self._pending
+        advanced = False
+        while pending and len(pending[0].acked) >= aq:
+            op = pending.popleft()
+            op.completed = True
+            self._lac = op.entry_id
+            self._length = op.length
+            op.done.set()
+            self._window.release()
+            advanced = True
+        if advanced:
+            self._lac_advanced.set()
+            self._lac_advanced = trio.Event()
+
+    def _fail(self, error: BKError) -> None:
+        """The handle can no longer write: fail every pending add with ``error``."""
+        if self._error is None:
+            self._error = error
+        pending, self._pending = self._pending, collections.deque()
+        for op in pending:
+            op.completed = True
+            op.error = error
+            op.done.set()
+            self._window.release()
+        self._lac_advanced.set()
+
+    # -- ensemble change ---------------------------------------------------------------------
+
+    def _start_ensemble_change(self) -> None:
+        if not self._changing_ensemble:
+            self._changing_ensemble = True
+            self._bk.spawn(self._ensemble_change_loop)
+
+    async def _ensemble_change_loop(self) -> None:
+        try:
+            while self._failed_bookies and self._error is None:
+                failed, self._failed_bookies = self._failed_bookies, {}
+                await self._change_ensemble(failed)
+                self._resend_to_replacements()
+        except BKError as exc:
+            self._fail(exc)
+        finally:
+            self._changing_ensemble = False
+        if self._error is None and self._pending:
+            self._complete_in_order()
+
+    async def _change_ensemble(self, failed: dict[int, str]) -> None:
+        new_ensemble = list(self._ensemble)
+        writable = await self._bk.writable_bookies()
+        exclude = set(failed.values())
+        quarantined = self._bk.quarantined()
+        for idx in failed:
+            new_ensemble[idx] = self._bk.placement.replace_bookie(new_ensemble, idx, writable, exclude, quarantined)
+        first = self._lac + 1
+        expected = self._md.ensembles
+        allowed = (LedgerState.OPEN, LedgerState.IN_RECOVERY) if self._recovery else (LedgerState.OPEN,)
+
+        def transform(md: LedgerMetadata) -> LedgerMetadata:
+            if md.state is LedgerState.CLOSED:
+                raise BKLedgerClosedError(f"ledger {self.ledger_id} was closed by another client")
+            if md.state not in allowed:
+                raise BKLedgerFencedError(f"ledger {self.ledger_id} is being recovered by another client")
+            if md.ensembles != expected:
+                raise BKMetadataVersionError(f"ledger {self.ledger_id}: ensembles changed by another client")
+            return md.with_ensemble(first, tuple(new_ensemble))
+
+        self._md, self._version = await self._bk.ledger_manager.update(self.ledger_id, (self._md, self._version), transform)
+        self._ensemble = new_ensemble
+
+    def _resend_to_replacements(self) -> None:
+        md = self._md
+        for op in list(self._pending):
+            for idx in write_set(op.entry_id, md.ensemble_size, md.write_quorum_size):
+                if op.sent.get(idx) != self._ensemble[idx]:
+                    op.acked.discard(idx)
+                    self._send_add(op, idx)
+
+    # -- close ---------------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        while self._pending and self._error is None:
+            await self._pending[-1].done.wait()
+
+    async def close(self) -> None:
+        """Wait for pending adds, then CAS the metadata to CLOSED at the LAC.
+
+        A conflict with an identical close is success; any other conflict (someone recovered
+        the ledger to a different end) raises BKMetadataVersionError.
+        """
+        if self._closed:
+            return
+        if not self._writable:
+            self._closed = True
+            return
+        self._closing = True
+        try:
+            await self._drain()
+            await self._close_metadata(self._lac, self._length)
+        finally:
+            self._closed = True
+            if self._error is None:
+                self._error = BKLedgerClosedError(f"ledger {self.ledger_id} is closed")
+            self._fail(self._error)
+
+    async def _close_metadata(self, last_entry_id: int, length: int) -> None:
+        allowed = (LedgerState.OPEN, LedgerState.IN_RECOVERY) if self._recovery else (LedgerState.OPEN,)
+
+        def transform(md: LedgerMetadata) -> LedgerMetadata | None:
+            if md.state is LedgerState.CLOSED:
+                if md.last_entry_id == last_entry_id and md.length == length:
+                    return None
+                raise BKMetadataVersionError(
+                    f"ledger {self.ledger_id} was closed by another client at {md.last_entry_id} "
+                    f"(length {md.length}), not {last_entry_id} ({length}): another client may have recovered it")
+            if md.state not in allowed:
+                raise BKMetadataVersionError(f"ledger {self.ledger_id} is being recovered by another client")
+            return md.closed(last_entry_id, length)
+
+        self._md, self._version = await self._bk.ledger_manager.update(self.ledger_id, (self._md, self._version), transform)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Entries ``first..last`` (inclusive), each digest-verified; ``last`` <= LAC."""
+        if first < 0 or last < first:
+            raise BKNoSuchEntryError(f"bad range {first}..{last}")
+        if last > self._lac:
+            raise BKNoSuchEntryError(
+                f"ledger {self.ledger_id}: entry {last} is beyond the last add confirmed ({self._lac})")
+        return await self.read_unconfirmed(first, last)
+
+    async def read_unconfirmed(self, first: int, last: int) -> list[LedgerEntry]:
+        """Like read() but without the LAC bound (the entries may not be committed)."""
+        out: list[LedgerEntry] = []
+        step = max(1, self._bk.config.max_entries_per_read_batch)
+        lo = first
+        while lo <= last:
+            hi = min(last, lo + step - 1)
+            raw = await PendingReadOp(self._bk, self.ledger_id, self._md, lo, hi, self._master_key).run()
+            hs = entry_format.HEADER_SIZE
+            out.extend(LedgerEntry(self.ledger_id, e, bytes(memoryview(d)[hs:])) for e, d in enumerate(raw, lo))
+            lo = hi + 1
+        return out
+
+    async def read_last_add_confirmed(self) -> int:
+        """The LAC: local for the writer or a closed ledger, else asked from the bookies."""
+        if self._writable or self.is_closed:
+            return self._lac
+        res = await read_lac(self._bk, self.ledger_id, self._md, fence=False, master_key=self._master_key)
+        self._lac = max(self._lac, res.lac)
+        return self._lac
+
+    async def wait_for_last_add_confirmed(self, previous_lac: int, timeout_s: float) -> int:
+        """Long poll: return once the LAC is above ``previous_lac`` (or after ``timeout_s``)."""
+        if self._lac > previous_lac or self.is_closed:
+            return self._lac
+        if self._writable:
+            with trio.move_on_after(timeout_s):
+                while self._lac <= previous_lac and self._error is None:
+                    await self._lac_advanced.wait()
+            return self._lac
+        lac = await long_poll_lac(self._bk, self.ledger_id, self._md, previous_lac, timeout_s)
+        self._lac = max(self._lac, lac)
+        return self._lac
+
+    def _set_recovered(self, lac: int, length: int) -> None:
+        """Recovery: start writing after the entries known committed."""
+        self._lac = lac
+        self._length = self._pushed_length = length
+        self._next_entry_id = lac + 1
+
+    def __repr__(self) -> str:
+        return f"LedgerHandle({self.ledger_id}, lac={self._lac}, state={self._md.state.value})"
