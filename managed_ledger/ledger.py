@@ -390,6 +390,14 @@ class ManagedLedger:
             self.last_confirmed_entry = pos
         self.cache.insert(pos, data)
         self._wake_readers()
+        if (
+            self.state == State.LEDGER_OPENED
+            and self._current is not None
+            and self._current.ledger_id == ledger_id
+            and self._is_current_full()
+        ):
+            # like Pulsar, close a full ledger right away rather than on the next add
+            self._start_rollover()
         return pos
 
     def _wake_readers(self) -> None:

@@ -138,13 +138,13 @@ async def test_metadata_conflict_at_rollover_fences(meta, bookies, config) -> No
 
 async def test_write_failure_rolls_over(factory, bookies) -> None:
     ml = await factory.open(NAME)
+    c = await ml.open_cursor("c", "earliest")
     p0 = await ml.add_entry(b"a")
     bookies.fail_adds = 1
     with pytest.raises(ManagedLedgerWriteError):
         await ml.add_entry(b"b")
     p2 = await ml.add_entry(b"c")
     assert p2.ledger_id > p0.ledger_id
-    c = await ml.open_cursor("c", "earliest")
     assert [e.data for e in await c.read_entries(10)] == [b"a", b"c"]
 
 
