@@ -94,31 +94,35 @@ class FakeBookie:
     # -- protocol --------------------------------------------------------------------------
 
     async def _handle(self, stream: trio.SocketStream) -> None:
+        async with stream, trio.open_nursery() as n:
+            try:
+                await self._serve_connection(stream, n)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            n.cancel_scope.cancel()
+
+    async def _serve_connection(self, stream: trio.SocketStream, n: trio.Nursery) -> None:
         decoder = FrameDecoder()
         lock = trio.Lock()
-        try:
-            async with stream, trio.open_nursery() as n:
-                while True:
-                    data = await stream.receive_some(65536)
-                    if not data:
-                        return
-                    immediate: list[bytes] = []
-                    for frame in decoder.feed(data):
-                        req = decode_request(frame)
-                        self.requests.append((req.op, req.ledger_id, req.entry_id, req.flags))
-                        if self._dropped(req):
-                            continue
-                        delay = self.faults.delay_s + (self.faults.add_delay_s if req.op == Op.ADD else 0.0)
-                        long_poll = req.op == Op.READ and req.entry_id == -1 and req.timeout_ms > 0
-                        if delay > 0 or long_poll:
-                            n.start_soon(self._reply_later, stream, lock, req, delay)
-                        else:
-                            immediate.append(encode_response(self._process(req)))
-                    if immediate:
-                        async with lock:
-                            await stream.send_all(b"".join(immediate))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        while True:
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            immediate: list[bytes] = []
+            for frame in decoder.feed(data):
+                req = decode_request(frame)
+                self.requests.append((req.op, req.ledger_id, req.entry_id, req.flags))
+                if self._dropped(req):
+                    continue
+                delay = self.faults.delay_s + (self.faults.add_delay_s if req.op == Op.ADD else 0.0)
+                long_poll = req.op == Op.READ and req.entry_id == -1 and req.timeout_ms > 0
+                if delay > 0 or long_poll:
+                    n.start_soon(self._reply_later, stream, lock, req, delay)
+                else:
+                    immediate.append(encode_response(self._process(req)))
+            if immediate:
+                async with lock:
+                    await stream.send_all(b"".join(immediate))
 
     def _dropped(self, req: Request) -> bool:
         f = self.faults
@@ -132,8 +136,11 @@ class FakeBookie:
             resp = await self._long_poll(req)
         else:
             resp = self._process(req)
-        async with lock:
-            await stream.send_all(encode_response(resp))
+        try:
+            async with lock:
+                await stream.send_all(encode_response(resp))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the client went away meanwhile
 
     async def _long_poll(self, req: Request) -> Response:
         with trio.move_on_after(req.timeout_ms / 1000):
