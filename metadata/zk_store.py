@@ -114,6 +114,7 @@ class ZooKeeperStore(MetadataStore):
         self._watchers: dict[tuple[str, str, WatchCallback], Callable[[WatchedEvent], None]] = {}
         self._dropped: list[tuple[str, str, WatchCallback]] = []  # watches kazoo dropped
         self._lock = threading.Lock()  # guards the two above (kazoo threads touch them)
+        self._connected_event = trio.Event()
         client.add_listener(self._on_state)
 
     @classmethod
@@ -183,6 +184,7 @@ class ZooKeeperStore(MetadataStore):
             for callback in list(self._lost_callbacks):
                 deliver(self._token, callback)
         elif state == KazooState.CONNECTED:
+            deliver(self._token, self._set_connected)
             with self._lock:
                 dropped, self._dropped = self._dropped, []
             for path, kind, callback in dropped:
@@ -222,10 +224,6 @@ class ZooKeeperStore(MetadataStore):
         """Issue a kazoo async request and wait for it, at most operation_timeout_s."""
         if self._closing:
             raise SessionLostError("the store is closed")
-        try:
-            result = start()
-        except (KazooException, KazooTimeoutError) as exc:
-            raise _translate(exc, what) from exc
         done = trio.Event()
         token = self._token
 
@@ -235,14 +233,22 @@ class ZooKeeperStore(MetadataStore):
             except trio.RunFinishedError:
                 pass
 
-        result.rawlink(completed)
+        result = None
         try:
             with trio.move_on_after(self._operation_timeout_s):
+                # Submit only while connected: kazoo would queue a request made while it is
+                # reconnecting and send it whenever it gets through, long after we gave up.
+                await self._until_connected()
+                try:
+                    result = start()
+                except (KazooException, KazooTimeoutError) as exc:
+                    raise _translate(exc, what) from exc
+                result.rawlink(completed)
                 await done.wait()
         finally:
-            if not done.is_set():
+            if result is not None and not done.is_set():
                 result.unlink(completed)
-        if not result.ready():
+        if result is None or not result.ready():
             raise StoreUnavailableError(
                 f"ZooKeeper did not answer {what} within {self._operation_timeout_s}s "
                 f"(client state {self._client.state})"
@@ -251,6 +257,17 @@ class ZooKeeperStore(MetadataStore):
             return result.get(block=False)
         except (KazooException, KazooTimeoutError) as exc:
             raise _translate(exc, what) from exc
+
+    async def _until_connected(self) -> None:
+        while not self._client.connected:
+            if self._connected_event.is_set():  # stale: the connection dropped again since
+                self._connected_event = trio.Event()
+            # The state listener sets the event on reconnect; the timeout is a safety net.
+            with trio.move_on_after(0.1):
+                await self._connected_event.wait()
+
+    def _set_connected(self) -> None:
+        self._connected_event.set()
 
     # -- operations ----------------------------------------------------------------------------
 

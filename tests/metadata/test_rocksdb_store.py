@@ -1,0 +1,76 @@
+"""The embedded RocksDB backend: durability across SIGKILL, one owner process, sessions
+shared in one process through EmbeddedMetadata."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from metadata import open_store
+from metadata.errors import SessionLostError, StoreUnavailableError
+from metadata.rocksdb_store import EmbeddedMetadata
+
+WRITER = Path(__file__).with_name("rocksdb_writer.py")
+
+
+async def test_acknowledged_writes_survive_sigkill(quire_procs, tmp_path: Path) -> None:
+    url = f"rocksdb://{tmp_path / 'meta'}"
+    proc = quire_procs.command([sys.executable, str(WRITER), url, "40"], name="writer", ready_log="^written 40")
+    # The live process owns the database: a second opener is refused, not corrupted.
+    with pytest.raises(StoreUnavailableError):
+        await open_store(url)
+    proc.kill()
+
+    store = await open_store(url)
+    try:
+        kids = await store.children("/durable")
+        assert [k for k in kids if k.startswith("k")] == [f"k{i:03d}" for i in range(40)]
+        assert (await store.get("/durable/k039"))[0] == b"value-39"
+        seqs = sorted(k for k in kids if k.startswith("s-"))
+        assert len(seqs) == 40
+        # The dead process's ephemeral node was swept when the database was reopened.
+        assert await store.exists("/eph") is None
+        assert "eph" not in await store.children("/")
+        # Sequence numbers continue after the restart: never reused.
+        new = await store.create("/durable/s-", b"", sequential=True)
+        assert new.rsplit("/", 1)[1] > seqs[-1]
+    finally:
+        await store.close()
+
+
+async def test_embedded_metadata_shares_one_database(tmp_path: Path) -> None:
+    path = tmp_path / "meta"
+    url = f"rocksdb://{path}"
+    async with await EmbeddedMetadata.open(path) as emb:
+        broker = await emb.session()
+        bookie = await open_store(url)  # same process, same path: shares emb's database
+        lost = trio.Event()
+        bookie.on_session_lost(lost.set)
+        await bookie.create("/ledgers/available/127.0.0.1:3181", b"", ephemeral=True, make_parents=True)
+        await broker.create("/namespace/owner", b"broker", ephemeral=True, make_parents=True)
+        assert await broker.children("/ledgers/available") == ["127.0.0.1:3181"]
+        assert broker.session_id != bookie.session_id
+
+        await emb.expire_session(bookie)
+        with trio.fail_after(5):
+            await lost.wait()
+        assert await broker.children("/ledgers/available") == []
+        assert await broker.exists("/namespace/owner") is not None  # other sessions unaffected
+        await bookie.create("/ledgers/available/127.0.0.1:3181", b"", ephemeral=True)  # new session
+        await bookie.close()
+        await broker.put("/persist", b"kept")
+        await broker.close()
+        with pytest.raises(SessionLostError):
+            await broker.get("/persist")
+
+    # Every reference released: the database is closed and can be reopened.
+    store = await open_store(url)
+    try:
+        assert (await store.get("/persist"))[0] == b"kept"
+        assert await store.exists("/namespace/owner") is None
+        assert await store.children("/ledgers/available") == []
+    finally:
+        await store.close()
