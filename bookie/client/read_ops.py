@@ -176,7 +176,7 @@ async def read_lac(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, *, 
         kind = classify(status)
         if status == Status.OK and resp is not None:
             lac = resp.lac
-            if resp.body:
+            if fence and resp.body:  # a fencing read returns the bookie's last entry
                 try:
                     hdr: entry_format.EntryHeader | None = entry_format.verify(resp.body)
                 except FormatError:

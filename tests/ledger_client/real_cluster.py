@@ -1,0 +1,55 @@
+"""Real bookie processes for the ledger client's integration tests (`quire bookie` + ZooKeeper)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from metadata.store import MetadataStore
+from tests.fixtures.processes import QuireProcess, QuireProcesses, free_port
+
+
+class RealBookie:
+    def __init__(self, procs: QuireProcesses, zk_url: str, base: Path, index: int) -> None:
+        self.port = free_port()
+        self.http_port = free_port()
+        self.bookie_id = f"127.0.0.1:{self.port}"
+        base = base / f"bookie-{index}"
+        self.proc: QuireProcess = procs(
+            "bookie",
+            "--metadata-url", zk_url,
+            "--port", str(self.port),
+            "--http-port", str(self.http_port),
+            "--journal-dir", str(base / "journal"),
+            "--ledger-dirs", str(base / "ledgers"),
+            "--log-level", "WARNING",
+            ready_port=self.port,
+            timeout=60.0,
+        )
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    async def restart(self) -> None:
+        self.proc.kill()
+        self.proc.start()
+        await self.proc.wait_ready_async(60.0)
+
+
+async def start_bookies(procs: QuireProcesses, zk_url: str, base: Path, n: int,
+                        store: MetadataStore) -> list[RealBookie]:
+    bookies = [RealBookie(procs, zk_url, base, i) for i in range(n)]
+    await wait_registered(store, {b.bookie_id for b in bookies})
+    return bookies
+
+
+async def wait_registered(store: MetadataStore, ids: set[str], timeout: float = 30.0) -> None:
+    with trio.fail_after(timeout):
+        while True:
+            try:
+                if ids <= set(await store.children("/ledgers/available")):
+                    return
+            except Exception:
+                pass
+            await trio.sleep(0.1)
