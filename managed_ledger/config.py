@@ -49,7 +49,7 @@ class ManagedLedgerConfig:
     # entry cache shared by the factory's managed ledgers
     cache_size_mb: int = 64
     # adds waiting behind a rollover or in flight, per managed ledger
-    max_pending_adds: int = 10000
+    max_pending_adds: int = 4000  # below the ledger client's throttle (5000) so ids stay in call order
     # entries fetched per ledger-client read when filling a cursor read
     read_batch_size: int = 100
     # deletes of trimmed ledgers are retried this many times
