@@ -1,1 +1,47 @@
-"""clients package."""
+"""quire's Pulsar client: a trio ``AsyncClient`` and a blocking ``Client`` facade.
+
+The blocking names mirror the official ``pulsar`` package, so ``import clients as pulsar``
+works for the common API: ``Client``, ``MessageId``, ``ConsumerType``, ``CompressionType``,
+``InitialPosition``, ``ConsumerDeadLetterPolicy``, exceptions such as ``Timeout`` ...
+The wire codec lives in ``clients.protocol``.
+"""
+
+from .async_client import AsyncClient
+from .blocking import Client, Consumer, Producer, Reader
+from .errors import *  # noqa: F403 - the official exception names
+from .errors import PulsarException
+from .message import Message
+from .message_id import MessageId
+from .options import (
+    BatchingType,
+    BatchReceivePolicy,
+    CompressionType,
+    ConsumerDeadLetterPolicy,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+    Result,
+)
+
+__all__ = [
+    "AsyncClient",
+    "BatchReceivePolicy",
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerDeadLetterPolicy",
+    "ConsumerType",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "PulsarException",
+    "Reader",
+    "RegexSubscriptionMode",
+    "Result",
+]

@@ -1,0 +1,257 @@
+"""``AsyncClient``: the trio client (``async with AsyncClient(url) as client``).
+
+The client owns one nursery. Connections (``ConnectionPool``) and every producer's and
+consumer's service tasks (batch timer, reconnect loop, ack timer ...) run in it, each under its
+own cancel scope, so closing a producer stops exactly its tasks and closing the client stops
+everything.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from . import errors
+from .connection import DEFAULT_MAX_MESSAGE_SIZE, ConnectionConfig
+from .connection_pool import ConnectionPool, parse_service_url
+from .consumer import Consumer, ConsumerBase, ConsumerConfig
+from .lookup import LookupService
+from .message_id import MessageId
+from .multi_consumer import REGEX_MODES, MultiTopicsConsumer
+from .options import ConsumerType
+from .partitioned_producer import PartitionedProducer
+from .producer import Producer, ProducerConfig
+from .reader import Reader
+from .topic_name import fully_qualified, namespace_of, partition_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClientConfig:
+    operation_timeout_seconds: float = 30
+    connection_timeout_ms: int = 10_000
+    keep_alive_interval_seconds: float = 30
+
+    @property
+    def operation_timeout_s(self) -> float:
+        return float(self.operation_timeout_seconds)
+
+
+class AsyncClient:
+    """Entry point of the async API. Use as ``async with AsyncClient("pulsar://localhost:6650")``."""
+
+    def __init__(
+        self,
+        service_url: str,
+        *,
+        operation_timeout_seconds: float = 30,
+        connection_timeout_ms: int = 10_000,
+        keep_alive_interval_seconds: float = 30,
+    ) -> None:
+        parse_service_url(service_url)  # validate early: InvalidUrl
+        self.service_url = service_url
+        self._config = ClientConfig(operation_timeout_seconds, connection_timeout_ms, keep_alive_interval_seconds)
+        self._cnx_config = ConnectionConfig(
+            operation_timeout_s=float(operation_timeout_seconds),
+            connection_timeout_s=connection_timeout_ms / 1000,
+            keep_alive_interval_s=float(keep_alive_interval_seconds),
+        )
+        self._ids = {"request": 0, "producer": 0, "consumer": 0}
+        self._handles: set[Any] = set()
+        self._nursery: trio.Nursery | None = None
+        self._pool: ConnectionPool
+        self._lookup: LookupService
+        self._closed = False
+        self._max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> "AsyncClient":
+        self._nursery_cm = trio.open_nursery()
+        self._nursery = await self._nursery_cm.__aenter__()
+        self._pool = ConnectionPool(self._nursery, self._cnx_config)
+        self._lookup = LookupService(
+            self._pool, self.service_url, self._new_request_id, self._config.operation_timeout_s
+        )
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        try:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(10):
+                    await self.close()
+        finally:
+            assert self._nursery is not None
+            self._nursery.cancel_scope.cancel()
+            result = await self._nursery_cm.__aexit__(*exc)
+        return result
+
+    async def close(self) -> None:
+        """Close every producer and consumer (flushing producers), then the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in list(self._handles):
+            try:
+                await handle.close()
+            except errors.PulsarException as exc:
+                log.info("closing %s: %s", handle, exc)
+        self._pool.close_all()
+
+    def _check_open(self) -> None:
+        if self._closed or self._nursery is None:
+            raise errors.AlreadyClosed("client is closed (or not entered with `async with`)")
+
+    def _new_id(self, kind: str) -> int:
+        self._ids[kind] += 1
+        return self._ids[kind]
+
+    def _new_request_id(self) -> int:
+        return self._new_id("request")
+
+    def _new_producer_id(self) -> int:
+        return self._new_id("producer")
+
+    def _new_consumer_id(self) -> int:
+        return self._new_id("consumer")
+
+    def _forget(self, handle: Any) -> None:
+        self._handles.discard(handle)
+
+    async def _start_child(self, child: Producer | Consumer) -> None:
+        """Run a producer's/consumer's service task in the client nursery; creation errors raise here."""
+        assert self._nursery is not None
+        await self._nursery.start(child._run)
+        cnx = child._cnx
+        if cnx is not None:
+            self._max_message_size = cnx.max_message_size
+
+    # -- producers ----------------------------------------------------------------------------
+
+    async def create_producer(self, topic: str, config: ProducerConfig | None = None, **options: Any):  # type: ignore[no-untyped-def]
+        """A ``Producer`` (or ``PartitionedProducer``); options as ``ProducerConfig`` fields."""
+        self._check_open()
+        cfg = config or ProducerConfig(**options)
+        name = fully_qualified(topic)
+        partitions = await self._lookup.partitions(name)
+        if partitions > 0:
+            producer: Any = PartitionedProducer(self, name, cfg, partitions)
+            await producer._start()
+        else:
+            producer = Producer(self, name, cfg)
+            await self._start_child(producer)
+        self._handles.add(producer)
+        return producer
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        topic: str | list[str] | re.Pattern[str],
+        subscription_name: str,
+        config: ConsumerConfig | None = None,
+        **options: Any,
+    ) -> ConsumerBase:
+        """Subscribe to a topic, a list of topics or a regex pattern (``re.compile(...)``)."""
+        self._check_open()
+        cfg = config or ConsumerConfig(**options)
+        cfg.subscription_name = subscription_name
+        if isinstance(topic, re.Pattern):
+            return await self._subscribe_pattern(topic, cfg)
+        if isinstance(topic, (list, tuple)):
+            names = [fully_qualified(t) for t in topic]
+            multi = MultiTopicsConsumer(self, cfg, topic_label=",".join(names))
+            children: list[tuple[str, int]] = []
+            for name in names:
+                n = await self._lookup.partitions(name)
+                children += [(partition_name(name, i), i) for i in range(n)] if n else [(name, -1)]
+            await multi.add_topics(children)
+            self._handles.add(multi)
+            return multi
+        name = fully_qualified(topic)
+        n = await self._lookup.partitions(name)
+        if n > 0:
+            multi = MultiTopicsConsumer(self, cfg, topic_label=name)
+            await multi.add_topics([(partition_name(name, i), i) for i in range(n)])
+            self._handles.add(multi)
+            return multi
+        consumer = Consumer(self, name, cfg)
+        await self._start_child(consumer)
+        self._handles.add(consumer)
+        return consumer
+
+    async def _subscribe_pattern(self, pattern: re.Pattern[str], cfg: ConsumerConfig) -> MultiTopicsConsumer:
+        text = pattern.pattern
+        full = text if "://" in text else f"persistent://public/default/{text}"
+        namespace = namespace_of(full)
+        compiled = re.compile(full)
+        multi = MultiTopicsConsumer(self, cfg, topic_label=full)
+        mode = REGEX_MODES[cfg.regex_subscription_mode]
+        await multi.discover(namespace, compiled, mode)
+        assert self._nursery is not None
+        await self._nursery.start(multi.run_pattern_discovery, namespace, compiled, mode)
+        self._handles.add(multi)
+        return multi
+
+    async def create_reader(
+        self,
+        topic: str,
+        start_message_id: Any,
+        *,
+        start_message_id_inclusive: bool = False,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        schema: Any = None,
+    ) -> Reader:
+        """A non-durable exclusive subscription starting at ``start_message_id``."""
+        self._check_open()
+        name = fully_qualified(topic)
+        if await self._lookup.partitions(name) > 0:
+            raise errors.OperationNotSupported("readers on partitioned topics: read each partition")
+        prefix = subscription_role_prefix or "reader"
+        cfg = ConsumerConfig(
+            subscription_name=f"{prefix}-{secrets.token_hex(5)}",
+            consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=reader_name,
+            durable=False,
+            start_message_id=MessageId.coerce(start_message_id),
+            start_message_id_inclusive=start_message_id_inclusive,
+            is_read_compacted=is_read_compacted,
+            schema=schema,
+        )
+        consumer = Consumer(self, name, cfg)
+        await self._start_child(consumer)
+        reader = Reader(consumer)
+        self._handles.add(reader)
+        return reader
+
+    async def get_topic_partitions(self, topic: str) -> list[str]:
+        name = fully_qualified(topic)
+        n = await self._lookup.partitions(name)
+        return [partition_name(name, i) for i in range(n)] if n else [name]
+
+
+def callback_adapter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap an official-style ``callback(result, message_id)`` for ``send_async``."""
+    from .options import Result
+
+    def adapter(error: BaseException | None, message_id: MessageId | None) -> None:
+        fn(Result.Ok if error is None else _result_of(error), message_id)
+
+    return adapter
+
+
+def _result_of(error: BaseException) -> Any:
+    from .options import Result
+
+    return getattr(Result, type(error).__name__, Result.UnknownError)

@@ -1,0 +1,315 @@
+"""One TCP connection to a broker: handshake, request/response matching, dispatch, keep-alive.
+
+The connection only moves bytes and routes decoded frames: producers and consumers register
+under their ids and receive their commands through small ``_on_*`` callbacks that never block
+the reader. Writes are appended to an outgoing buffer that a writer task flushes in one
+``send_all`` (many small commands coalesce into one syscall); ``drain()`` lets a fast producer
+wait while that buffer is above its high-water mark, so it stays bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+
+from . import errors
+from .protocol import commands as cmds
+from .protocol import frames
+from .protocol.errors import ProtocolError
+from .protocol.pulsar_api_pb2 import BaseCommand
+
+log = logging.getLogger(__name__)
+T = BaseCommand.Type
+
+CLIENT_VERSION = "Pulsar-Python-quire-0.1"
+# The C++ client's default when CONNECTED carries no max_message_size.
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 - 10 * 1024
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+_RESPONSE_TYPES = {
+    T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS, T.LOOKUP_RESPONSE, T.PARTITIONED_METADATA_RESPONSE,
+    T.GET_LAST_MESSAGE_ID_RESPONSE, T.GET_TOPICS_OF_NAMESPACE_RESPONSE, T.CONSUMER_STATS_RESPONSE,
+    T.GET_SCHEMA_RESPONSE, T.GET_OR_CREATE_SCHEMA_RESPONSE, T.ACK_RESPONSE,
+}
+
+
+class ProducerHandler(Protocol):
+    def _on_receipt(self, cnx: "ClientConnection", receipt: Any) -> None: ...
+    def _on_send_error(self, cnx: "ClientConnection", error: Any) -> None: ...
+    def _on_disconnected(self, cnx: "ClientConnection") -> None: ...
+
+
+class ConsumerHandler(Protocol):
+    def _on_message(self, cnx: "ClientConnection", message: Any, frame: frames.Frame) -> None: ...
+    def _on_disconnected(self, cnx: "ClientConnection") -> None: ...
+    def _on_active_change(self, active: bool) -> None: ...
+    def _on_end_of_topic(self) -> None: ...
+
+
+@dataclass
+class ConnectionConfig:
+    operation_timeout_s: float = 30.0
+    connection_timeout_s: float = 10.0
+    keep_alive_interval_s: float = 30.0
+    # The client accepts any frame the broker sends (as the C++ client); this only guards memory.
+    max_frame_size: int = 64 * 1024 * 1024
+
+
+class _Waiter:
+    __slots__ = ("event", "response", "error")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: BaseCommand | None = None
+        self.error: BaseException | None = None
+
+
+class ClientConnection:
+    """A handshaken connection; run ``run()`` in a nursery, then use ``write``/``request``."""
+
+    def __init__(self, url: str, stream: trio.abc.Stream, config: ConnectionConfig) -> None:
+        self.url = url
+        self._stream = stream
+        self._config = config
+        self._decoder = frames.FrameDecoder(config.max_frame_size)
+        self._out = bytearray()
+        self._out_lot = trio.lowlevel.ParkingLot()
+        self._drain_lot = trio.lowlevel.ParkingLot()
+        self._pending: dict[int, _Waiter] = {}
+        self._producers: dict[int, ProducerHandler] = {}
+        self._consumers: dict[int, ConsumerHandler] = {}
+        self._scope = trio.CancelScope()
+        self.closed = trio.Event()
+        self.close_reason: str = ""
+        self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        self.server_version = ""
+        self.protocol_version = 0
+        self._last_received = trio.current_time()
+
+    # -- setup ------------------------------------------------------------------------------
+
+    async def handshake(self, *, proxy_to_broker_url: str | None = None) -> None:
+        """Send CONNECT and wait for CONNECTED (anything else fails the connection)."""
+        await self._stream.send_all(
+            frames.encode_command(cmds.connect(CLIENT_VERSION, proxy_to_broker_url=proxy_to_broker_url))
+        )
+        while True:
+            data = await self._stream.receive_some(65536)
+            if not data:
+                raise errors.ConnectError(f"{self.url} closed the connection during the handshake")
+            try:
+                got = self._decoder.feed(data)
+            except ProtocolError as exc:
+                raise errors.ConnectError(f"{self.url}: bad handshake reply: {exc}") from None
+            if not got:
+                continue
+            cmd = got[0].command
+            if cmd.type == T.ERROR:
+                raise errors.from_server_error(cmd.error.error, cmd.error.message)
+            if cmd.type != T.CONNECTED:
+                raise errors.ConnectError(f"{self.url}: expected CONNECTED, got {cmds.type_name(cmd)}")
+            c = cmd.connected
+            self.server_version = c.server_version
+            self.protocol_version = c.protocol_version
+            if c.HasField("max_message_size"):
+                self.max_message_size = c.max_message_size
+            for frame in got[1:]:
+                self._dispatch(frame)
+            return
+
+    async def run(self) -> None:
+        """Reader, writer and keep-alive until the connection fails or ``close()``; never raises."""
+        try:
+            with self._scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer)
+                    nursery.start_soon(self._keep_alive)
+                    await self._reader()
+                    nursery.cancel_scope.cancel()
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self.close_reason = f"I/O error: {exc}"
+        except ProtocolError as exc:
+            self.close_reason = f"protocol error: {exc}"
+            log.warning("closing %s: %s", self.url, exc)
+        except Exception:  # a bug in a handler must not take the whole client down
+            self.close_reason = "internal error"
+            log.exception("connection %s failed", self.url)
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self.closed.set()
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(1):
+                await self._stream.aclose()
+        failure = errors.NotConnected(f"connection to {self.url} closed: {self.close_reason or 'closed'}")
+        for waiter in self._pending.values():
+            waiter.error = failure
+            waiter.event.set()
+        self._pending.clear()
+        self._drain_lot.unpark_all()
+        producers, consumers = list(self._producers.values()), list(self._consumers.values())
+        self._producers.clear()
+        self._consumers.clear()
+        for handler in [*producers, *consumers]:
+            handler._on_disconnected(self)
+
+    def close(self, reason: str = "closed by client") -> None:
+        if not self.close_reason:
+            self.close_reason = reason
+        self._scope.cancel()
+
+    @property
+    def is_closed(self) -> bool:
+        return self.closed.is_set() or self._scope.cancel_called
+
+    # -- registration ----------------------------------------------------------------------
+
+    def register_producer(self, producer_id: int, handler: ProducerHandler) -> None:
+        self._producers[producer_id] = handler
+
+    def unregister_producer(self, producer_id: int, handler: ProducerHandler | None = None) -> None:
+        if handler is None or self._producers.get(producer_id) is handler:
+            self._producers.pop(producer_id, None)
+
+    def register_consumer(self, consumer_id: int, handler: ConsumerHandler) -> None:
+        self._consumers[consumer_id] = handler
+
+    def unregister_consumer(self, consumer_id: int, handler: ConsumerHandler | None = None) -> None:
+        if handler is None or self._consumers.get(consumer_id) is handler:
+            self._consumers.pop(consumer_id, None)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the writer task (never blocks; see ``drain``)."""
+        if self.is_closed:
+            raise errors.NotConnected(f"connection to {self.url} is closed")
+        self._out += data
+        self._out_lot.unpark_all()
+
+    def send(self, command: BaseCommand) -> None:
+        self.write(frames.encode_command(command))
+
+    @property
+    def buffered(self) -> int:
+        return len(self._out)
+
+    async def drain(self) -> None:
+        """Wait until the outgoing buffer is below the high-water mark (or the connection closed)."""
+        while len(self._out) > WRITE_HIGH_WATER and not self.is_closed:
+            await self._drain_lot.park()
+
+    async def _writer(self) -> None:
+        while True:
+            while not self._out:
+                await self._out_lot.park()
+            data = bytes(self._out)
+            self._out.clear()
+            self._drain_lot.unpark_all()
+            await self._stream.send_all(data)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def request(self, command: BaseCommand, request_id: int, timeout: float | None = None) -> BaseCommand:
+        """Send a command and wait for the reply with its request_id; ERROR replies raise."""
+        waiter = _Waiter()
+        self._pending[request_id] = waiter
+        try:
+            self.send(command)
+            timeout = self._config.operation_timeout_s if timeout is None else timeout
+            with trio.move_on_after(timeout if timeout > 0 else math.inf):
+                await waiter.event.wait()
+        finally:
+            self._pending.pop(request_id, None)
+        if waiter.error is not None:
+            raise waiter.error
+        if waiter.response is None:
+            raise errors.Timeout(f"{cmds.type_name(command)} to {self.url} timed out after {timeout}s")
+        response = waiter.response
+        if response.type == T.ERROR:
+            raise errors.from_server_error(response.error.error, response.error.message)
+        return response
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def _reader(self) -> None:
+        while True:
+            data = await self._stream.receive_some(256 * 1024)
+            if not data:
+                self.close_reason = "closed by broker"
+                return
+            self._last_received = trio.current_time()
+            for frame in self._decoder.feed(data):
+                self._dispatch(frame)
+
+    async def _keep_alive(self) -> None:
+        interval = self._config.keep_alive_interval_s
+        pinged = False
+        while True:
+            before = trio.current_time()
+            await trio.sleep(interval)
+            if self._last_received < before and pinged:
+                self.close_reason = "keep-alive timeout"
+                self._scope.cancel()
+                return
+            self.send(cmds.ping())
+            pinged = True
+
+    def _dispatch(self, frame: frames.Frame) -> None:
+        cmd = frame.command
+        t = cmd.type
+        if t == T.MESSAGE:
+            consumer = self._consumers.get(cmd.message.consumer_id)
+            if consumer is not None:
+                consumer._on_message(self, cmd.message, frame)
+        elif t == T.SEND_RECEIPT:
+            producer = self._producers.get(cmd.send_receipt.producer_id)
+            if producer is not None:
+                producer._on_receipt(self, cmd.send_receipt)
+        elif t == T.SEND_ERROR:
+            producer = self._producers.get(cmd.send_error.producer_id)
+            if producer is not None:
+                producer._on_send_error(self, cmd.send_error)
+        elif t in _RESPONSE_TYPES:
+            rid = cmds.sub_command(cmd).request_id
+            if t == T.PRODUCER_SUCCESS and not cmd.producer_success.producer_ready:
+                return  # queued behind an exclusive producer: a second PRODUCER_SUCCESS follows
+            waiter = self._pending.get(rid)
+            if waiter is not None:
+                waiter.response = cmd
+                waiter.event.set()
+        elif t == T.PING:
+            self.send(cmds.pong())
+        elif t == T.PONG:
+            pass
+        elif t == T.CLOSE_PRODUCER:
+            producer = self._producers.pop(cmd.close_producer.producer_id, None)
+            if producer is not None:
+                producer._on_disconnected(self)
+        elif t == T.CLOSE_CONSUMER:
+            consumer = self._consumers.pop(cmd.close_consumer.consumer_id, None)
+            if consumer is not None:
+                consumer._on_disconnected(self)
+        elif t == T.TOPIC_MIGRATED:
+            m = cmd.topicMigrated
+            table: dict = self._consumers if m.resource_type == m.Consumer else self._producers
+            handler = table.pop(m.resource_id, None)
+            if handler is not None:
+                handler._on_disconnected(self)
+        elif t == T.ACTIVE_CONSUMER_CHANGE:
+            consumer = self._consumers.get(cmd.active_consumer_change.consumer_id)
+            if consumer is not None:
+                consumer._on_active_change(cmd.active_consumer_change.is_active)
+        elif t == T.REACHED_END_OF_TOPIC:
+            consumer = self._consumers.get(cmd.reachedEndOfTopic.consumer_id)
+            if consumer is not None:
+                consumer._on_end_of_topic()
+        elif t == T.AUTH_CHALLENGE:
+            self.send(cmds.auth_response(CLIENT_VERSION, "none", b"", cmds.PROTOCOL_VERSION))
+        else:
+            raise ProtocolError(f"unexpected command {cmds.type_name(cmd)} from {self.url}")

@@ -1,0 +1,86 @@
+"""Connections pooled by broker URL: one live connection per ``pulsar://host:port``.
+
+Concurrent callers asking for the same URL share one connect attempt. Each connection's
+``run()`` is a task in the pool's nursery (owned by the client), so closing the client closes
+every connection.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import trio
+
+from . import errors
+from .connection import ClientConnection, ConnectionConfig
+
+
+def parse_service_url(url: str) -> list[tuple[str, int]]:
+    """``pulsar://h1:6650,h2:6651`` -> [(h1, 6650), (h2, 6651)]."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("pulsar", "pulsar+ssl"):
+        raise errors.InvalidUrl(f"unsupported service URL {url!r} (expected pulsar://host:port)")
+    if parts.scheme == "pulsar+ssl":
+        raise errors.InvalidUrl("TLS is not supported by this client")
+    out = []
+    for hostport in parts.netloc.split(","):
+        host, _, port = hostport.rpartition(":")
+        if not host:
+            host, port = hostport, "6650"
+        try:
+            out.append((host.strip("[]"), int(port)))
+        except ValueError:
+            raise errors.InvalidUrl(f"bad port in {url!r}") from None
+    if not out:
+        raise errors.InvalidUrl(url)
+    return out
+
+
+class ConnectionPool:
+    """Owns the broker connections of one client."""
+
+    def __init__(self, nursery: trio.Nursery, config: ConnectionConfig) -> None:
+        self._nursery = nursery
+        self._config = config
+        self._connections: dict[str, ClientConnection] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        self._rr = 0
+
+    async def get(self, url: str) -> ClientConnection:
+        """A live connection to ``url`` (connects and handshakes when needed)."""
+        cnx = self._connections.get(url)
+        if cnx is not None and not cnx.is_closed:
+            return cnx
+        lock = self._locks.setdefault(url, trio.Lock())
+        async with lock:
+            cnx = self._connections.get(url)
+            if cnx is not None and not cnx.is_closed:
+                return cnx
+            cnx = await self._connect(url)
+            self._connections[url] = cnx
+            return cnx
+
+    async def _connect(self, url: str) -> ClientConnection:
+        hosts = parse_service_url(url)
+        host, port = hosts[self._rr % len(hosts)]
+        self._rr += 1
+        try:
+            with trio.fail_after(self._config.connection_timeout_s):
+                stream = await trio.open_tcp_stream(host, port)
+                cnx = ClientConnection(url, stream, self._config)
+                try:
+                    await cnx.handshake()
+                except BaseException:
+                    await trio.aclose_forcefully(stream)
+                    raise
+        except trio.TooSlowError:
+            raise errors.ConnectError(f"connecting to {url} timed out") from None
+        except OSError as exc:
+            raise errors.ConnectError(f"cannot connect to {url}: {exc}") from None
+        self._nursery.start_soon(cnx.run)
+        return cnx
+
+    def close_all(self) -> None:
+        for cnx in self._connections.values():
+            cnx.close()
+        self._connections.clear()

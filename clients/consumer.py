@@ -1,0 +1,757 @@
+"""Consumer of one topic partition: flow permits, batch unpacking, acks, redelivery, reconnect.
+
+Permits: after subscribing the consumer grants ``receiver_queue_size`` permits (FLOW) and grants
+more once the application has dequeued half of them, so the receiver queue stays bounded.
+Acks are grouped (every ``ack_group_time_ms`` or 1000 ids) into one ACK command; a batch is
+acked whole once every message in it was acked (or partially with ``batch_index_ack_enabled``).
+Negative acks and ack timeouts turn into REDELIVER_UNACKNOWLEDGED_MESSAGES (with ids for Shared
+and Key_Shared, without for Exclusive/Failover, which means "all unacked"); messages redelivered
+``max_redeliver_count`` times go to the dead-letter topic instead. Start ids (readers, seek) are
+filtered on the client, as the official client does.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from . import errors
+from .lookup import Backoff
+from .message import Message
+from .message_id import MessageId
+from .message_queue import MessageQueue
+from .options import BatchReceivePolicy, ConsumerDeadLetterPolicy, ConsumerType, InitialPosition, RegexSubscriptionMode
+from .protocol import batch as batch_codec
+from .protocol import commands as cmds
+from .protocol import compression, frames
+from .protocol.errors import ProtocolError
+from .protocol.pulsar_api_pb2 import CommandAck, CommandSubscribe, KeySharedMode
+
+if TYPE_CHECKING:
+    from .async_client import AsyncClient
+    from .connection import ClientConnection
+
+log = logging.getLogger(__name__)
+Key = tuple[int, int]  # (ledger, entry)
+
+
+@dataclass
+class ConsumerConfig:
+    """Options of ``subscribe`` / ``create_reader`` (official names and defaults)."""
+
+    subscription_name: str = ""
+    consumer_type: ConsumerType = ConsumerType.Exclusive
+    receiver_queue_size: int = 1000
+    max_total_receiver_queue_size_across_partitions: int = 50_000
+    consumer_name: str | None = None
+    unacked_messages_timeout_ms: int | None = None
+    negative_ack_redelivery_delay_ms: int = 60_000
+    initial_position: InitialPosition = InitialPosition.Latest
+    dead_letter_policy: ConsumerDeadLetterPolicy | None = None
+    batch_index_ack_enabled: bool = False
+    properties: dict[str, str] | None = None
+    subscription_properties: dict[str, str] | None = None
+    is_read_compacted: bool = False
+    replicate_subscription_state_enabled: bool = False
+    pattern_auto_discovery_period: int = 60
+    regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly
+    batch_receive_policy: BatchReceivePolicy | None = None
+    ack_group_time_ms: int = 100
+    schema: Any = None
+    # Reader options.
+    durable: bool = True
+    start_message_id: MessageId | None = None
+    start_message_id_inclusive: bool = False
+    key_shared_sticky: bool = False
+
+
+class ConsumerBase(abc.ABC):
+    """API shared by single-topic and multi-topic consumers."""
+
+    _queue: MessageQueue[Message]
+    _config: ConsumerConfig
+
+    def subscription_name(self) -> str:
+        return self._config.subscription_name
+
+    async def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next message; ``Timeout`` after ``timeout_millis``."""
+        self._check_open()
+        msg = await self._queue.get(None if timeout_millis is None else timeout_millis / 1000)
+        self._dequeued(msg)
+        return msg
+
+    async def batch_receive(self) -> list[Message]:
+        """Messages available within the batch receive policy (at least one unless timed out)."""
+        policy = self._config.batch_receive_policy or BatchReceivePolicy()
+        out: list[Message] = []
+        size = 0
+        max_n = policy.max_num_messages if policy.max_num_messages > 0 else 1 << 30
+        max_b = policy.max_num_bytes if policy.max_num_bytes > 0 else 1 << 62
+        with trio.move_on_after(policy.timeout_ms / 1000 if policy.timeout_ms > 0 else 1e9):
+            while len(out) < max_n and size < max_b:
+                msg = self._queue.get_nowait()
+                if msg is None:
+                    if out and policy.timeout_ms <= 0:
+                        break
+                    msg = await self._queue.get()
+                self._dequeued(msg)
+                out.append(msg)
+                size += len(msg.data())
+        return out
+
+    def _dequeued(self, msg: Message) -> None:
+        consumer = msg._consumer
+        if consumer is not None:
+            consumer._on_dequeued(msg)
+
+    @abc.abstractmethod
+    def _owner_of(self, target: Message | MessageId) -> "Consumer":
+        """The single-topic consumer that delivered ``target``."""
+
+    async def acknowledge(self, target: Message | MessageId) -> None:
+        self._owner_of(target)._ack(_id_of(target))
+
+    async def acknowledge_cumulative(self, target: Message | MessageId) -> None:
+        if self._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            raise errors.CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared subscription")
+        self._owner_of(target)._ack_cumulative(_id_of(target))
+
+    async def negative_acknowledge(self, target: Message | MessageId) -> None:
+        self._owner_of(target)._nack(_id_of(target))
+
+    @abc.abstractmethod
+    def _check_open(self) -> None:
+        """Raise if the consumer is closed or failed."""
+
+
+def _id_of(target: Message | MessageId) -> MessageId:
+    return target.message_id() if isinstance(target, Message) else MessageId.coerce(target)
+
+
+class Consumer(ConsumerBase):
+    """Async consumer of one topic or partition. Create via ``AsyncClient.subscribe``."""
+
+    def __init__(
+        self,
+        client: "AsyncClient",
+        topic: str,
+        config: ConsumerConfig,
+        *,
+        partition: int = -1,
+        queue: MessageQueue[Message] | None = None,
+        receiver_queue_size: int | None = None,
+    ) -> None:
+        self._client = client
+        self._topic = topic
+        self._config = config
+        self._partition = partition
+        self._consumer_id = client._new_consumer_id()
+        self._name = config.consumer_name or secrets.token_hex(5)
+        self._own_queue = queue is None
+        self._queue = queue if queue is not None else MessageQueue()
+        self._queue_size = max(1, receiver_queue_size or config.receiver_queue_size)
+        self._permits = 0
+        self._cnx: ClientConnection | None = None
+        self._disconnected = trio.Event()
+        self._connected = trio.Event()
+        self._scope = trio.CancelScope()
+        self._closed = False
+        self._fatal: BaseException | None = None
+        self._epoch = 0
+        self._sub_type = {
+            ConsumerType.Exclusive: CommandSubscribe.Exclusive,
+            ConsumerType.Shared: CommandSubscribe.Shared,
+            ConsumerType.Failover: CommandSubscribe.Failover,
+            ConsumerType.KeyShared: CommandSubscribe.Key_Shared,
+        }[config.consumer_type]
+        # Client-side start filter: (id, inclusive) until a later message passed it.
+        start = config.start_message_id
+        self._start_filter: tuple[MessageId, bool] | None = None
+        if start is not None and not start.is_earliest() and not start.is_latest():
+            self._start_filter = (start, config.start_message_id_inclusive)
+        self._last_dequeued: MessageId | None = None
+        # Acks waiting for the group timer.
+        self._pending_acks: dict[Key, Any] = {}
+        self._pending_cumulative: Key | None = None
+        # Batches delivered but not fully acked: (ledger, entry) -> batch indexes still unacked.
+        self._batch_unacked: dict[Key, set[int]] = {}
+        self._batch_sizes: dict[Key, int] = {}
+        # Ack timeout tracker, nack tracker: (ledger, entry) -> deadline (trio clock).
+        self._unacked: dict[Key, float] = {}
+        self._nacked: dict[Key, float] = {}
+        # Dead-letter candidates: entries delivered with redelivery_count >= max_redeliver_count.
+        self._dlq_candidates: dict[Key, list[Message]] = {}
+        self._dlq_producer: Any = None
+        # Chunked messages being assembled: uuid -> (parts, chunk ids).
+        self._chunks: dict[str, tuple[list[bytes], list[Key]]] = {}
+        self.end_of_topic = False
+        self.is_active: bool | None = None
+
+    # -- identity -------------------------------------------------------------------------------
+
+    def topic(self) -> str:
+        return self._topic
+
+    def consumer_name(self) -> str:
+        return self._name
+
+    def is_connected(self) -> bool:
+        return self._cnx is not None and not self._cnx.is_closed
+
+    def _owner_of(self, target: Message | MessageId) -> "Consumer":
+        return self
+
+    def _check_open(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._closed:
+            raise errors.AlreadyClosed(f"consumer on {self._topic} is closed")
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def _run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with self._scope:
+            await self._establish()
+            task_status.started()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._reconnector)
+                nursery.start_soon(self._ack_timer)
+                nursery.start_soon(self._redelivery_timer)
+
+    def _subscribe_command(self, request_id: int):  # type: ignore[no-untyped-def]
+        cfg = self._config
+        start = None
+        if not cfg.durable:
+            sid = self._last_dequeued or cfg.start_message_id or MessageId.latest
+            start = sid.to_proto(with_batch=False)
+        return cmds.subscribe(
+            self._topic,
+            cfg.subscription_name,
+            self._sub_type,
+            self._consumer_id,
+            request_id,
+            consumer_name=self._name,
+            durable=cfg.durable,
+            start_message_id=start,
+            metadata=cfg.properties,
+            read_compacted=cfg.is_read_compacted or None,
+            initial_position=int(cfg.initial_position),
+            replicate_subscription_state=cfg.replicate_subscription_state_enabled or None,
+            subscription_properties=cfg.subscription_properties,
+            key_shared_mode=(
+                (KeySharedMode.STICKY if cfg.key_shared_sticky else KeySharedMode.AUTO_SPLIT)
+                if self._sub_type == CommandSubscribe.Key_Shared
+                else None
+            ),
+            consumer_epoch=self._epoch,
+        )
+
+    async def _establish(self) -> None:
+        client = self._client
+        url = await client._lookup.broker_url(self._topic)
+        cnx = await client._pool.get(url)
+        rid = client._new_request_id()
+        cnx.register_consumer(self._consumer_id, self)
+        try:
+            await cnx.request(self._subscribe_command(rid), rid)
+        except BaseException:
+            cnx.unregister_consumer(self._consumer_id, self)
+            raise
+        # Whatever was queued from the previous connection will be redelivered: drop it.
+        self._clear_queue()
+        self._batch_unacked.clear()
+        self._chunks.clear()
+        self._disconnected = trio.Event()
+        self._cnx = cnx
+        self._permits = 0
+        cnx.send(cmds.flow(self._consumer_id, self._queue_size))
+        self._flush_acks()
+        self._connected.set()
+        if cnx.is_closed:
+            self._on_disconnected(cnx)
+
+    def _clear_queue(self) -> int:
+        if self._own_queue:
+            return self._queue.clear()
+        return self._queue.remove_if(lambda m: m._consumer is self)
+
+    async def _reconnector(self) -> None:
+        backoff = Backoff()
+        while True:
+            await self._disconnected.wait()
+            if self._closed:
+                return
+            await trio.sleep(backoff.next())
+            try:
+                await self._establish()
+                backoff.reset()
+                log.info("consumer %s on %s reconnected", self._name, self._topic)
+            except errors.FATAL as exc:
+                self._fatal = exc
+                if self._own_queue:
+                    self._queue.close()
+                return
+            except errors.PulsarException as exc:
+                log.info("consumer %s on %s: reconnect failed: %s", self._name, self._topic, exc)
+
+    def _on_disconnected(self, cnx: "ClientConnection") -> None:
+        if cnx is self._cnx:
+            self._cnx = None
+            self._connected = trio.Event()
+            self._disconnected.set()
+
+    def _on_active_change(self, active: bool) -> None:
+        self.is_active = active
+
+    def _on_end_of_topic(self) -> None:
+        self.end_of_topic = True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._flush_acks()
+        cnx, self._cnx = self._cnx, None
+        if cnx is not None and not cnx.is_closed:
+            cnx.unregister_consumer(self._consumer_id, self)
+            rid = self._client._new_request_id()
+            with trio.move_on_after(5):
+                try:
+                    await cnx.request(cmds.close_consumer(self._consumer_id, rid), rid)
+                except errors.PulsarException:
+                    pass
+        if self._dlq_producer is not None:
+            await self._dlq_producer.close()
+        self._scope.cancel()
+        if self._own_queue:
+            self._queue.close()
+        self._client._forget(self)
+
+    async def unsubscribe(self) -> None:
+        self._check_open()
+        cnx = await self._wait_connected()
+        rid = self._client._new_request_id()
+        await cnx.request(cmds.unsubscribe(self._consumer_id, rid), rid)
+        await self.close()
+
+    async def _wait_connected(self, timeout: float | None = None) -> "ClientConnection":
+        timeout = self._client._config.operation_timeout_s if timeout is None else timeout
+        with trio.move_on_after(timeout):
+            while True:
+                cnx = self._cnx
+                if cnx is not None and not cnx.is_closed:
+                    return cnx
+                self._check_open()
+                await self._connected.wait()
+        raise errors.NotConnected(f"consumer on {self._topic} is not connected")
+
+    # -- incoming ----------------------------------------------------------------------------
+
+    def _credit(self, n: int) -> None:
+        """Return ``n`` permits; send FLOW once half the queue size accumulated."""
+        self._permits += n
+        cnx = self._cnx
+        if cnx is not None and self._permits >= max(1, self._queue_size // 2):
+            try:
+                cnx.send(cmds.flow(self._consumer_id, self._permits))
+                self._permits = 0
+            except errors.NotConnected:
+                pass
+
+    def _on_dequeued(self, msg: Message) -> None:
+        self._credit(1)
+        mid = msg.message_id()
+        self._last_dequeued = mid
+        if self._config.unacked_messages_timeout_ms:
+            key = (mid.ledger_id(), mid.entry_id())
+            self._unacked.setdefault(key, trio.current_time() + self._config.unacked_messages_timeout_ms / 1000)
+
+    def _discard(self, cnx: "ClientConnection", mid: Any, error: int, count: int) -> None:
+        log.warning("%s: discarding entry %s (validation error %s)", self._topic, cmds.message_id_tuple(mid), error)
+        cnx.send(cmds.ack(self._consumer_id, [cmds.message_id(mid.ledgerId, mid.entryId)], validation_error=error))
+        self._credit(count)
+
+    def _is_prior(self, ledger: int, entry: int, batch_index: int) -> bool:
+        """True if a message lies before the start id (readers, seek): drop it."""
+        start, inclusive = self._start_filter  # type: ignore[misc]
+        key, skey = (ledger, entry), (start.ledger_id(), start.entry_id())
+        if key != skey:
+            if key > skey:
+                self._start_filter = None  # past the start: stop filtering
+            return key < skey
+        if batch_index < 0 or start.batch_index() < 0:
+            return not inclusive
+        return batch_index < start.batch_index() if inclusive else batch_index <= start.batch_index()
+
+    def _on_message(self, cnx: "ClientConnection", cmd: Any, frame: frames.Frame) -> None:
+        if cnx is not self._cnx:
+            return
+        if cmd.HasField("consumer_epoch") and cmd.consumer_epoch < self._epoch:
+            self._credit(1)
+            return  # sent before our redeliver-all: it will come again
+        wire_id = cmd.message_id
+        if frame.checksum_ok is False:
+            self._discard(cnx, wire_id, CommandAck.ChecksumMismatch, 1)
+            return
+        try:
+            meta = frame.metadata()
+            payload = frame.payload()
+        except ProtocolError:
+            self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, 1)
+            return
+        ledger, entry = cmds.signed64(wire_id.ledgerId), cmds.signed64(wire_id.entryId)
+        partition = wire_id.partition if wire_id.partition >= 0 else self._partition
+        n = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
+        if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
+            self._on_chunk(cmd, meta, payload, ledger, entry, partition)
+            return
+        limit = self._client._max_message_size * 2 + 1024 * 1024
+        if meta.compression:
+            if meta.uncompressed_size > limit:
+                self._discard(cnx, wire_id, CommandAck.UncompressedSizeCorruption, n)
+                return
+            try:
+                data = compression.decompress(meta.compression, payload, meta.uncompressed_size)
+            except ProtocolError:
+                self._discard(cnx, wire_id, CommandAck.DecompressionError, n)
+                return
+        else:
+            data = bytes(payload)
+        redelivery = cmd.redelivery_count
+        key = (ledger, entry)
+        common = dict(
+            topic=self._topic,
+            publish_timestamp=meta.publish_time,
+            redelivery_count=redelivery,
+            producer_name=meta.producer_name,
+            schema=self._config.schema,
+            consumer=self,
+        )
+        out: list[Message] = []
+        if not meta.HasField("num_messages_in_batch"):
+            if self._start_filter is None or not self._is_prior(ledger, entry, -1):
+                out.append(
+                    Message(
+                        data,
+                        MessageId(partition, ledger, entry, -1),
+                        properties={kv.key: kv.value for kv in meta.properties},
+                        partition_key=meta.partition_key,
+                        ordering_key=meta.ordering_key,
+                        event_timestamp=meta.event_time,
+                        sequence_id=meta.sequence_id,
+                        null_value=meta.null_value,
+                        **common,
+                    )
+                )
+        else:
+            try:
+                items = batch_codec.parse_batch(data, n)
+            except ProtocolError:
+                self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, n)
+                return
+            deliver = batch_codec.unacked_indexes(list(cmd.ack_set), n)
+            for i, (smm, body) in enumerate(items):
+                if i not in deliver or smm.compacted_out:
+                    continue
+                if self._start_filter is not None and self._is_prior(ledger, entry, i):
+                    continue
+                mid = MessageId(partition, ledger, entry, i)
+                mid.batch_size = n
+                out.append(
+                    Message(
+                        bytes(body),
+                        mid,
+                        properties={kv.key: kv.value for kv in smm.properties},
+                        partition_key=smm.partition_key,
+                        ordering_key=smm.ordering_key,
+                        event_timestamp=smm.event_time,
+                        sequence_id=smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i,
+                        null_value=smm.null_value,
+                        **common,
+                    )
+                )
+            if out:
+                self._batch_unacked[key] = {m.message_id().batch_index() for m in out}
+                self._batch_sizes[key] = n
+        skipped = n - len(out)
+        if skipped > 0:
+            self._credit(skipped)
+        dlq = self._config.dead_letter_policy
+        if dlq is not None and redelivery >= dlq.max_redeliver_count and out:
+            self._dlq_candidates[key] = out
+        for m in out:
+            m._id.topic = self._topic  # lets a multi-topic consumer route acks by id alone
+            self._queue.put(m)
+
+    def _on_chunk(self, cmd: Any, meta: Any, payload: memoryview, ledger: int, entry: int, partition: int) -> None:
+        uuid, cid, total = meta.uuid, meta.chunk_id, meta.num_chunks_from_msg
+        parts = self._chunks.get(uuid)
+        if cid == 0:
+            if parts is None and len(self._chunks) >= 10:
+                # Too many incomplete chunked messages: drop the oldest (it is redelivered later).
+                oldest = next(iter(self._chunks))
+                del self._chunks[oldest]
+            parts = self._chunks[uuid] = ([], [])
+        if parts is None or len(parts[0]) != cid:
+            self._credit(1)  # a chunk out of sequence (e.g. after redelivery of a partial message)
+            self._chunks.pop(uuid, None)
+            return
+        parts[0].append(bytes(payload))
+        parts[1].append((ledger, entry))
+        if cid < total - 1:
+            self._credit(1)  # intermediate chunks are consumed now; the last is counted on dequeue
+            return
+        del self._chunks[uuid]
+        whole = b"".join(parts[0])
+        if meta.compression:
+            try:
+                whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
+            except ProtocolError:
+                self._credit(1)
+                return
+        mid = MessageId(partition, ledger, entry, -1)
+        mid.chunk_ids = tuple(parts[1])
+        mid.topic = self._topic
+        if self._start_filter is not None and self._is_prior(ledger, entry, -1):
+            self._credit(1)
+            return
+        self._queue.put(
+            Message(
+                whole,
+                mid,
+                topic=self._topic,
+                properties={kv.key: kv.value for kv in meta.properties},
+                partition_key=meta.partition_key,
+                ordering_key=meta.ordering_key,
+                publish_timestamp=meta.publish_time,
+                event_timestamp=meta.event_time,
+                redelivery_count=cmd.redelivery_count,
+                producer_name=meta.producer_name,
+                sequence_id=meta.sequence_id,
+                schema=self._config.schema,
+                consumer=self,
+            )
+        )
+
+    # -- acknowledgements --------------------------------------------------------------------
+
+    def _ack(self, mid: MessageId) -> None:
+        self._check_open()
+        key = (mid.ledger_id(), mid.entry_id())
+        self._nacked.pop(key, None)
+        if mid.chunk_ids:
+            for k in mid.chunk_ids:
+                self._queue_ack(k)
+            self._unacked.pop(key, None)
+            return
+        pending = self._batch_unacked.get(key)
+        if mid.batch_index() >= 0 and pending is not None:
+            pending.discard(mid.batch_index())
+            if pending:
+                if self._config.batch_index_ack_enabled:
+                    ack_set = batch_codec.ack_set_of(pending, self._batch_sizes.get(key, mid.batch_size))
+                    self._pending_acks[key] = cmds.message_id(key[0], key[1], ack_set=ack_set)
+                    self._maybe_flush()
+                return
+            del self._batch_unacked[key]
+            self._batch_sizes.pop(key, None)
+        self._unacked.pop(key, None)
+        self._dlq_candidates.pop(key, None)
+        self._queue_ack(key)
+
+    def _queue_ack(self, key: Key) -> None:
+        self._pending_acks[key] = cmds.message_id(key[0], key[1])
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if len(self._pending_acks) >= 1000 or self._config.ack_group_time_ms <= 0:
+            self._flush_acks()
+
+    def _ack_cumulative(self, mid: MessageId) -> None:
+        self._check_open()
+        key = (mid.ledger_id(), mid.entry_id())
+        if 0 <= mid.batch_index() < (mid.batch_size or 0) - 1:
+            target = (key[0], key[1] - 1)  # inside a batch: everything before this entry
+        else:
+            target = key
+        for k in [k for k in self._unacked if k <= key]:
+            del self._unacked[k]
+        for k in [k for k in self._batch_unacked if k < key]:
+            del self._batch_unacked[k]
+        if target[1] >= 0 and (self._pending_cumulative is None or target > self._pending_cumulative):
+            self._pending_cumulative = target
+        if self._config.ack_group_time_ms <= 0:
+            self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        cnx = self._cnx
+        if cnx is None or cnx.is_closed:
+            return
+        try:
+            if self._pending_cumulative is not None:
+                ledger, entry = self._pending_cumulative
+                cnx.send(cmds.ack(self._consumer_id, [cmds.message_id(ledger, entry)], cumulative=True))
+                self._pending_cumulative = None
+            if self._pending_acks:
+                ids = list(self._pending_acks.values())
+                self._pending_acks.clear()
+                cnx.send(cmds.ack(self._consumer_id, ids))
+        except errors.NotConnected:
+            pass
+
+    async def _ack_timer(self) -> None:
+        interval = max(0.01, self._config.ack_group_time_ms / 1000)
+        while True:
+            await trio.sleep(interval)
+            self._flush_acks()
+
+    # -- redelivery ----------------------------------------------------------------------------
+
+    def _nack(self, mid: MessageId) -> None:
+        self._check_open()
+        key = (mid.ledger_id(), mid.entry_id())
+        self._unacked.pop(key, None)
+        self._nacked[key] = trio.current_time() + self._config.negative_ack_redelivery_delay_ms / 1000
+
+    async def _redelivery_timer(self) -> None:
+        delays = [self._config.negative_ack_redelivery_delay_ms]
+        if self._config.unacked_messages_timeout_ms:
+            delays.append(self._config.unacked_messages_timeout_ms)
+        tick = min(1.0, max(0.01, min(delays) / 3000))
+        while True:
+            await trio.sleep(tick)
+            now = trio.current_time()
+            due = [k for k, t in self._nacked.items() if t <= now]
+            due += [k for k, t in self._unacked.items() if t <= now]
+            if due:
+                for k in due:
+                    self._nacked.pop(k, None)
+                    self._unacked.pop(k, None)
+                await self._redeliver(sorted(set(due)))
+
+    async def _redeliver(self, keys: list[Key]) -> None:
+        dlq = self._config.dead_letter_policy
+        if dlq is not None:
+            rest = []
+            for k in keys:
+                msgs = self._dlq_candidates.pop(k, None)
+                if msgs and await self._send_to_dlq(msgs):
+                    self._batch_unacked.pop(k, None)
+                    self._queue_ack(k)
+                else:
+                    rest.append(k)
+            keys = rest
+        if not keys:
+            return
+        cnx = self._cnx
+        if cnx is None or cnx.is_closed:
+            return  # the broker redelivers everything unacked after the reconnect anyway
+        for k in keys:
+            self._batch_unacked.pop(k, None)
+        if self._sub_type in (CommandSubscribe.Shared, CommandSubscribe.Key_Shared):
+            ids = [cmds.message_id(ledger, entry) for ledger, entry in keys]
+            cnx.send(cmds.redeliver_unacknowledged(self._consumer_id, ids))
+        else:
+            await self.redeliver_unacknowledged_messages()
+
+    async def redeliver_unacknowledged_messages(self) -> None:
+        """Ask the broker to resend every unacked message of this consumer."""
+        cnx = self._cnx
+        if cnx is None or cnx.is_closed:
+            return
+        self._epoch += 1
+        cleared = self._clear_queue()
+        self._batch_unacked.clear()
+        self._unacked.clear()
+        cnx.send(cmds.redeliver_unacknowledged(self._consumer_id, consumer_epoch=self._epoch))
+        if cleared:
+            self._credit(cleared)
+
+    async def _send_to_dlq(self, msgs: list[Message]) -> bool:
+        dlq = self._config.dead_letter_policy
+        assert dlq is not None
+        try:
+            if self._dlq_producer is None:
+                from .producer import ProducerConfig
+
+                topic = dlq.dead_letter_topic or f"{self._topic}-{self._config.subscription_name}-DLQ"
+                self._dlq_producer = await self._client.create_producer(
+                    topic,
+                    ProducerConfig(batching_enabled=False, initial_subscription_name=dlq.initial_subscription_name),
+                )
+            for m in msgs:
+                props = m.properties()
+                props.setdefault("REAL_TOPIC", m.topic_name())
+                props.setdefault("ORIGIN_MESSAGE_ID", str(m.message_id()))
+                await self._dlq_producer.send(m.data(), properties=props, partition_key=m.partition_key() or None)
+            return True
+        except errors.PulsarException as exc:
+            log.warning("%s: sending to the dead-letter topic failed: %s", self._topic, exc)
+            return False
+
+    # -- seek and last message id --------------------------------------------------------------
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Reset the subscription to a message id or to a publish time (ms since epoch)."""
+        self._check_open()
+        cnx = await self._wait_connected()
+        rid = self._client._new_request_id()
+        if isinstance(target, int):
+            command = cmds.seek(self._consumer_id, rid, publish_time=target)
+            new_filter = None
+        else:
+            mid = MessageId.coerce(target)
+            command = cmds.seek(self._consumer_id, rid, message_id_=mid.to_proto(with_batch=False))
+            new_filter = None if mid.is_earliest() or mid.is_latest() else (mid, True)
+        self._pending_acks.clear()
+        self._pending_cumulative = None
+        if not self._config.durable:
+            # A reader re-subscribes from its start id: make that the seek target now, in case the
+            # broker's CLOSE_CONSUMER makes us re-subscribe before the seek reply arrives.
+            self._last_dequeued = None
+            self._config.start_message_id = None if new_filter is None else new_filter[0]
+        await cnx.request(command, rid)
+        # Messages queued before the seek are stale; the broker restarts delivery at the target.
+        cleared = self._clear_queue()
+        self._batch_unacked.clear()
+        self._unacked.clear()
+        self._nacked.clear()
+        self._start_filter = new_filter
+        self._last_dequeued = None
+        if self._cnx is cnx and not cnx.is_closed:
+            self._credit(cleared)
+        else:
+            await self._wait_connected()  # the broker closed us for the seek: wait for resubscribe
+
+    async def get_last_message_id(self) -> MessageId:
+        return (await self._last_ids())[0]
+
+    async def _last_ids(self) -> tuple[MessageId, MessageId | None]:
+        cnx = await self._wait_connected()
+        rid = self._client._new_request_id()
+        resp = (await cnx.request(cmds.get_last_message_id(self._consumer_id, rid), rid)).getLastMessageIdResponse
+        last = MessageId.from_proto(resp.last_message_id)
+        mark = MessageId.from_proto(resp.consumer_mark_delete_position) if resp.HasField("consumer_mark_delete_position") else None
+        return last, mark
+
+    async def has_message_available(self) -> bool:
+        """Whether a reader positioned here has more to read (asks the broker for the last id)."""
+        if len(self._queue):
+            return True
+        last, mark = await self._last_ids()
+        if last.entry_id() < 0:
+            return False
+        if self._last_dequeued is not None:
+            return last > self._last_dequeued
+        start = self._config.start_message_id
+        if start is None or start.is_latest():
+            return mark is not None and last > mark
+        if start.is_earliest():
+            return True
+        return last >= start if self._config.start_message_id_inclusive else last > start

@@ -1,0 +1,159 @@
+"""Producer over a partitioned topic: one ``Producer`` per partition plus a message router.
+
+Routing as the official clients: a message with a partition key goes to
+``murmur3_32(key) % partitions`` (Java's default hashing); otherwise RoundRobinDistribution
+rotates partitions (switching once per batch when batching is on, so batches stay full),
+UseSinglePartition picks one random partition for the producer's life, and CustomPartition
+calls ``message_router(message, num_partitions)``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from . import errors
+from .message_id import MessageId
+from .options import PartitionsRoutingMode
+from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture, deliver_at_ms
+from .topic_name import partition_name
+
+if TYPE_CHECKING:
+    from .async_client import AsyncClient
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """MurmurHash3 x86 32-bit (what Pulsar's Java client hashes keys with)."""
+    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+    h = seed & mask
+    n = len(data) // 4 * 4
+    for i in range(0, n, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+        h = ((h << 13) | (h >> 19)) & mask
+        h = (h * 5 + 0xE6546B64) & mask
+    tail = data[n:]
+    k = 0
+    for i, b in enumerate(tail):
+        k |= b << (8 * i)
+    if tail:
+        k = (k * c1) & mask
+        k = ((k << 15) | (k >> 17)) & mask
+        k = (k * c2) & mask
+        h ^= k
+    h ^= len(data)
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & mask
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & mask
+    h ^= h >> 16
+    return h
+
+
+class _RoutingView:
+    """What a custom ``message_router`` sees (the official router gets a Message)."""
+
+    def __init__(self, msg: OutgoingMessage) -> None:
+        self._msg = msg
+
+    def data(self) -> bytes:
+        return self._msg.payload
+
+    def partition_key(self) -> str:
+        return self._msg.partition_key or ""
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._msg.properties or {})
+
+
+class PartitionedProducer:
+    """Same API as ``Producer``; routes each message to one partition's producer."""
+
+    def __init__(self, client: "AsyncClient", topic: str, config: ProducerConfig, partitions: int) -> None:
+        self._client = client
+        self._topic = topic
+        self._config = config
+        self._n = partitions
+        self._children: list[Producer] = []
+        self._rr = random.randrange(partitions)
+        self._rr_count = 0
+        self._single = random.randrange(partitions)
+
+    async def _start(self) -> None:
+        try:
+            for i in range(self._n):
+                child = Producer(self._client, partition_name(self._topic, i), self._config, partition=i)
+                await self._client._start_child(child)
+                self._children.append(child)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                for child in self._children:
+                    await child.close()
+            raise
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._children[0].producer_name() if self._children else ""
+
+    def last_sequence_id(self) -> int:
+        return max((c.last_sequence_id() for c in self._children), default=-1)
+
+    def is_connected(self) -> bool:
+        return all(c.is_connected() for c in self._children)
+
+    def _route(self, msg: OutgoingMessage) -> int:
+        mode = self._config.message_routing_mode
+        if mode == PartitionsRoutingMode.CustomPartition and self._config.message_router is not None:
+            index = int(self._config.message_router(_RoutingView(msg), self._n))
+            if not 0 <= index < self._n:
+                raise errors.InvalidConfiguration(f"message_router returned {index} for {self._n} partitions")
+            return index
+        if msg.partition_key:
+            return murmur3_32(msg.partition_key.encode()) % self._n
+        if mode == PartitionsRoutingMode.UseSinglePartition:
+            return self._single
+        per_partition = self._config.batching_max_messages if self._config.batching_enabled else 1
+        self._rr_count += 1
+        if self._rr_count >= per_partition:
+            self._rr_count = 0
+            self._rr = (self._rr + 1) % self._n
+        return self._rr
+
+    async def send(self, content: Any, **kwargs: Any) -> MessageId:
+        fut = await self.send_async(content, **kwargs)
+        for child in self._children:
+            child._flush_batch()
+        return await fut.wait()
+
+    async def send_async(self, content: Any, callback: Any = None, **kwargs: Any) -> SendFuture:
+        probe = self._children[0]
+        msg = OutgoingMessage(
+            probe._encode(content),
+            properties=kwargs.get("properties"),
+            partition_key=kwargs.get("partition_key"),
+            ordering_key=_as_bytes(kwargs.get("ordering_key")),
+            event_timestamp=kwargs.get("event_timestamp"),
+            sequence_id=kwargs.get("sequence_id"),
+        )
+        msg.deliver_at = deliver_at_ms(kwargs.get("deliver_at"), kwargs.get("deliver_after"))
+        return await self._children[self._route(msg)].send_message(msg, callback)
+
+    async def flush(self) -> None:
+        for child in self._children:
+            await child.flush()
+
+    async def close(self) -> None:
+        for child in self._children:
+            await child.close()
+        self._client._forget(self)
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value

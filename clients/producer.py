@@ -1,0 +1,545 @@
+"""Producer for one topic partition: batching, compression, chunking, receipts, reconnect.
+
+Every message gets a sequence id; sends wait in ``_pending`` (an ordered queue of encoded SEND
+frames, bounded by ``max_pending_messages``) until the broker's receipt for that sequence id
+arrives. After a disconnect the producer looks the topic up again, re-creates itself on the
+broker under the same id and name, and re-sends every pending frame in order, so with broker
+deduplication on nothing is duplicated and nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid as uuid_mod
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from . import errors
+from .lookup import Backoff
+from .message_id import MessageId
+from .options import CompressionType, PartitionsRoutingMode, ProducerAccessMode
+from .protocol import batch as batch_codec
+from .protocol import commands as cmds
+from .protocol import compression, frames
+from .protocol.pulsar_api_pb2 import ServerError
+
+if TYPE_CHECKING:
+    from .async_client import AsyncClient
+    from .connection import ClientConnection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ProducerConfig:
+    """Options of ``create_producer`` (official names and defaults, batching on by default)."""
+
+    producer_name: str | None = None
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30_000
+    compression_type: CompressionType = CompressionType.NONE
+    max_pending_messages: int = 1000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = True
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    chunking_enabled: bool = False
+    message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution
+    message_router: Callable[[Any, int], int] | None = None
+    access_mode: ProducerAccessMode = ProducerAccessMode.Shared
+    properties: dict[str, str] | None = None
+    schema: Any = None
+    initial_subscription_name: str | None = None
+
+
+class SendFuture:
+    """The pending result of one ``send_async``: a MessageId or an exception."""
+
+    __slots__ = ("_event", "message_id", "error", "_callback")
+
+    def __init__(self, callback: Callable[[BaseException | None, MessageId | None], None] | None = None) -> None:
+        self._event = trio.Event()
+        self.message_id: MessageId | None = None
+        self.error: BaseException | None = None
+        self._callback = callback
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def _resolve(self, message_id: MessageId | None, error: BaseException | None = None) -> None:
+        if self._event.is_set():
+            return
+        self.message_id, self.error = message_id, error
+        self._event.set()
+        if self._callback is not None:
+            try:
+                self._callback(error, message_id)
+            except Exception:  # a user callback must not break the producer
+                log.exception("send callback failed")
+
+    async def wait(self) -> MessageId:
+        await self._event.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.message_id is not None
+        return self.message_id
+
+
+@dataclass
+class OutgoingMessage:
+    """One message as the user gave it (before batching/compression)."""
+
+    payload: bytes
+    properties: dict[str, str] | None = None
+    partition_key: str | None = None
+    ordering_key: bytes | None = None
+    event_timestamp: int | None = None
+    sequence_id: int | None = None
+    deliver_at: int | None = None  # ms since epoch
+
+
+@dataclass
+class _ChunkContext:
+    total: int
+    ids: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class _OpSend:
+    sequence_id: int
+    highest_sequence_id: int
+    num_messages: int
+    frame: bytes
+    futures: list[SendFuture]
+    created: float
+    is_batch: bool = False
+    chunk: _ChunkContext | None = None
+
+
+class Producer:
+    """Async producer of one (non-partitioned or partition) topic. Create via ``AsyncClient``."""
+
+    def __init__(self, client: "AsyncClient", topic: str, config: ProducerConfig, partition: int = -1) -> None:
+        self._client = client
+        self._topic = topic
+        self._config = config
+        self._partition = partition
+        self._producer_id = client._new_producer_id()
+        self._name: str | None = config.producer_name
+        self._user_named = config.producer_name is not None
+        self._epoch = 0
+        self._next_seq = 0 if config.initial_sequence_id is None else config.initial_sequence_id + 1
+        self._last_seq_published = -1 if config.initial_sequence_id is None else config.initial_sequence_id
+        self._pending: deque[_OpSend] = deque()
+        self._slots = trio.Semaphore(max(1, config.max_pending_messages))
+        self._batch: list[tuple[OutgoingMessage, int, SendFuture]] = []
+        self._batch_bytes = 0
+        self._cnx: ClientConnection | None = None
+        self._disconnected = trio.Event()
+        self._scope = trio.CancelScope()
+        self._closed = False
+        self._fatal: BaseException | None = None
+        self._compression = int(config.compression_type)
+        if not compression.available(self._compression):
+            raise errors.InvalidConfiguration(f"compression {config.compression_type!r} is not available")
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._name or ""
+
+    def last_sequence_id(self) -> int:
+        return self._last_seq_published
+
+    def is_connected(self) -> bool:
+        return self._cnx is not None and not self._cnx.is_closed
+
+    async def send(self, content: bytes, **kwargs: Any) -> MessageId:
+        """Send and wait for the broker's receipt."""
+        fut = await self.send_async(content, **kwargs)
+        self._flush_batch()  # a synchronous send should not wait for the batch timer
+        return await fut.wait()
+
+    async def send_async(
+        self,
+        content: Any,
+        callback: Callable[[BaseException | None, MessageId | None], None] | None = None,
+        *,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: bytes | str | None = None,
+        event_timestamp: int | None = None,
+        sequence_id: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: Any = None,
+    ) -> SendFuture:
+        """Queue a message; returns once it is accepted into the pending queue."""
+        msg = OutgoingMessage(
+            self._encode(content),
+            properties=dict(properties) if properties else None,
+            partition_key=partition_key,
+            ordering_key=ordering_key.encode() if isinstance(ordering_key, str) else ordering_key,
+            event_timestamp=event_timestamp,
+            sequence_id=sequence_id,
+            deliver_at=deliver_at_ms(deliver_at, deliver_after),
+        )
+        return await self.send_message(msg, callback)
+
+    async def send_message(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
+    ) -> SendFuture:
+        self._check_usable()
+        if self._config.block_if_queue_full:
+            await self._slots.acquire()
+            self._check_usable()
+        else:
+            try:
+                self._slots.acquire_nowait()
+            except trio.WouldBlock:
+                raise errors.ProducerQueueIsFull(f"{self._config.max_pending_messages} messages pending") from None
+        fut = SendFuture(callback)
+        if msg.sequence_id is not None:
+            seq = msg.sequence_id
+            self._next_seq = max(self._next_seq, seq + 1)
+        else:
+            seq = self._next_seq
+            self._next_seq += 1
+        if self._can_batch(msg):
+            size = len(msg.payload)
+            if self._batch and (
+                len(self._batch) >= self._config.batching_max_messages
+                or self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
+            ):
+                self._flush_batch()
+            self._batch.append((msg, seq, fut))
+            self._batch_bytes += size
+            if len(self._batch) >= self._config.batching_max_messages:
+                self._flush_batch()
+        else:
+            self._flush_batch()  # keep sequence order
+            self._send_single(msg, seq, fut)
+        cnx = self._cnx
+        if cnx is not None and cnx.buffered > 0:
+            await cnx.drain()
+        return fut
+
+    async def flush(self) -> None:
+        """Send the open batch and wait until every pending message is acknowledged or failed."""
+        self._flush_batch()
+        while self._pending:
+            last = self._pending[-1].futures[-1]
+            await last._event.wait()
+
+    async def close(self) -> None:
+        """Flush, then close on the broker (pending messages are sent first, within send timeout)."""
+        if self._closed:
+            return
+        try:
+            timeout = self._config.send_timeout_millis / 1000 or 30
+            with trio.move_on_after(timeout):
+                await self.flush()
+        finally:
+            self._closed = True
+            self._fail_pending(errors.AlreadyClosed("producer closed"))
+            cnx = self._cnx
+            self._cnx = None
+            if cnx is not None and not cnx.is_closed:
+                cnx.unregister_producer(self._producer_id, self)
+                rid = self._client._new_request_id()
+                with trio.move_on_after(5):
+                    try:
+                        await cnx.request(cmds.close_producer(self._producer_id, rid), rid)
+                    except errors.PulsarException:
+                        pass
+            self._scope.cancel()
+            self._client._forget(self)
+
+    # -- message building ----------------------------------------------------------------------
+
+    def _encode(self, content: Any) -> bytes:
+        schema = self._config.schema
+        if schema is not None:
+            return schema.encode(content)
+        if isinstance(content, str):
+            return content.encode()
+        if not isinstance(content, (bytes, bytearray, memoryview)):
+            raise TypeError(f"message content must be bytes, got {type(content).__name__}")
+        return bytes(content)
+
+    def _can_batch(self, msg: OutgoingMessage) -> bool:
+        return self._config.batching_enabled and msg.deliver_at is None and (
+            len(msg.payload) < self._max_message_size() // 2
+        )
+
+    def _max_message_size(self) -> int:
+        cnx = self._cnx
+        return cnx.max_message_size if cnx is not None else self._client._max_message_size
+
+    def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any):  # type: ignore[no-untyped-def]
+        return cmds.message_metadata(
+            self._name or "",
+            seq,
+            int(time.time() * 1000),
+            properties=msg.properties,
+            partition_key=msg.partition_key,
+            ordering_key=msg.ordering_key,
+            event_time=msg.event_timestamp,
+            deliver_at_time=msg.deliver_at,
+            **extra,
+        )
+
+    def _send_single(self, msg: OutgoingMessage, seq: int, fut: SendFuture) -> None:
+        payload = compression.compress(self._compression, msg.payload)
+        max_size = self._max_message_size()
+        comp = self._compression or None
+        if len(payload) <= max_size:
+            meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
+            frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
+            self._enqueue(_OpSend(seq, seq, 1, frame, [fut], trio.current_time()))
+            return
+        if not self._config.chunking_enabled:
+            self._slots.release()
+            fut._resolve(None, errors.MessageTooBig(f"{len(payload)} bytes > max_message_size {max_size}"))
+            return
+        # Chunking: each chunk is its own SEND with the same sequence id and uuid.
+        chunk_size = max(1, max_size - 1024)  # room for the metadata in the frame
+        n = (len(payload) + chunk_size - 1) // chunk_size
+        uuid = f"{self._name}-{seq}-{uuid_mod.uuid4().hex[:8]}"
+        ctx = _ChunkContext(total=n)
+        for i in range(n):
+            part = payload[i * chunk_size : (i + 1) * chunk_size]
+            meta = self._metadata(
+                msg, seq, compression=comp, uncompressed_size=len(msg.payload),
+                uuid=uuid, num_chunks_from_msg=n, total_chunk_msg_size=len(payload), chunk_id=i,
+            )
+            frame = frames.encode_payload_command(cmds.send(self._producer_id, seq, is_chunk=True), meta, part)
+            futs = [fut] if i == n - 1 else []
+            self._enqueue(_OpSend(seq, seq, 1, frame, futs, trio.current_time(), chunk=ctx))
+
+    def _flush_batch(self) -> None:
+        if not self._batch:
+            return
+        items, self._batch, self._batch_bytes = self._batch, [], 0
+        first_seq = items[0][1]
+        last_seq = items[-1][1]
+        body = batch_codec.serialize_batch(
+            (
+                cmds.single_message_metadata(
+                    0,
+                    properties=m.properties,
+                    partition_key=m.partition_key,
+                    ordering_key=m.ordering_key,
+                    event_time=m.event_timestamp,
+                    sequence_id=seq,
+                ),
+                m.payload,
+            )
+            for m, seq, _ in items
+        )
+        comp = self._compression or None
+        payload = compression.compress(self._compression, body)
+        meta = cmds.message_metadata(
+            self._name or "",
+            first_seq,
+            int(time.time() * 1000),
+            num_messages_in_batch=len(items),
+            compression=comp,
+            uncompressed_size=len(body) if comp else None,
+            highest_sequence_id=last_seq if last_seq != first_seq else None,
+        )
+        send = cmds.send(
+            self._producer_id, first_seq, len(items), highest_sequence_id=last_seq if last_seq != first_seq else None
+        )
+        frame = frames.encode_payload_command(send, meta, payload)
+        self._enqueue(
+            _OpSend(first_seq, last_seq, len(items), frame, [f for _, _, f in items], trio.current_time(), is_batch=True)
+        )
+
+    def _enqueue(self, op: _OpSend) -> None:
+        self._pending.append(op)
+        cnx = self._cnx
+        if cnx is not None:
+            try:
+                cnx.write(op.frame)
+            except errors.NotConnected:
+                pass  # re-sent after reconnecting
+
+    # -- broker replies ------------------------------------------------------------------------
+
+    def _on_receipt(self, cnx: "ClientConnection", receipt: Any) -> None:
+        seq = receipt.sequence_id
+        if not self._pending:
+            return  # late receipt for something already timed out
+        op = self._pending[0]
+        if seq < op.sequence_id:
+            return  # duplicate (e.g. after a re-send)
+        if seq != op.sequence_id and seq != op.highest_sequence_id:
+            # A receipt ahead of the oldest pending send: we lost track; start over (as C++ does).
+            log.warning("%s: receipt for %d while %d is pending; reconnecting", self._topic, seq, op.sequence_id)
+            cnx.close("out-of-order receipt")
+            return
+        self._pending.popleft()
+        ledger, entry = cmds.signed64(receipt.message_id.ledgerId), cmds.signed64(receipt.message_id.entryId)
+        self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
+        if op.chunk is not None:
+            op.chunk.ids.append((ledger, entry))
+        for i, fut in enumerate(op.futures):
+            mid = MessageId(self._partition, ledger, entry, i if op.is_batch else -1)
+            if op.is_batch:
+                mid.batch_size = op.num_messages
+            if op.chunk is not None:
+                mid.chunk_ids = tuple(op.chunk.ids)
+            fut._resolve(mid)
+        self._release(op)
+
+    def _on_send_error(self, cnx: "ClientConnection", error: Any) -> None:
+        if error.error == ServerError.ChecksumError and self._pending and self._pending[0].sequence_id == error.sequence_id:
+            op = self._pending.popleft()
+            self._fail_op(op, errors.ChecksumError(error.message))
+            return
+        if error.error in (ServerError.TopicTerminatedError, ServerError.ProducerFenced):
+            self._set_fatal(errors.from_server_error(error.error, error.message))
+            return
+        cnx.close(f"send error {error.message}")
+
+    def _on_disconnected(self, cnx: "ClientConnection") -> None:
+        if cnx is self._cnx:
+            self._cnx = None
+            self._disconnected.set()
+
+    # -- completion ----------------------------------------------------------------------------
+
+    def _release(self, op: _OpSend) -> None:
+        for _ in range(op.num_messages if op.chunk is None or op.futures else 0):
+            self._slots.release()
+
+    def _fail_op(self, op: _OpSend, error: BaseException) -> None:
+        for fut in op.futures:
+            fut._resolve(None, error)
+        self._release(op)
+
+    def _fail_pending(self, error: BaseException) -> None:
+        batch, self._batch, self._batch_bytes = self._batch, [], 0
+        for _, _, fut in batch:
+            fut._resolve(None, error)
+            self._slots.release()
+        while self._pending:
+            self._fail_op(self._pending.popleft(), error)
+
+    def _set_fatal(self, error: BaseException) -> None:
+        self._fatal = error
+        self._fail_pending(error)
+        if self._cnx is not None:
+            self._cnx.unregister_producer(self._producer_id, self)
+            self._cnx = None
+        self._scope.cancel()
+
+    def _check_usable(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        if self._closed:
+            raise errors.AlreadyClosed(f"producer on {self._topic} is closed")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def _run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Owned by the client's nursery: connect once (errors go to the creator), then serve."""
+        with self._scope:
+            await self._establish()
+            task_status.started()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._batch_timer)
+                if self._config.send_timeout_millis > 0:
+                    nursery.start_soon(self._send_timeout_checker)
+                nursery.start_soon(self._reconnector)
+
+    async def _establish(self) -> None:
+        client = self._client
+        url = await client._lookup.broker_url(self._topic)
+        cnx = await client._pool.get(url)
+        rid = client._new_request_id()
+        cnx.register_producer(self._producer_id, self)
+        waits = self._config.access_mode == ProducerAccessMode.WaitForExclusive
+        try:
+            reply = await cnx.request(
+                cmds.producer(
+                    self._topic,
+                    self._producer_id,
+                    rid,
+                    producer_name=self._name,
+                    epoch=self._epoch,
+                    access_mode=int(self._config.access_mode),
+                    metadata=self._config.properties,
+                    initial_subscription_name=self._config.initial_subscription_name,
+                ),
+                rid,
+                timeout=0 if waits else None,
+            )
+        except BaseException:
+            cnx.unregister_producer(self._producer_id, self)
+            raise
+        ok = reply.producer_success
+        if self._name is None:
+            self._name = ok.producer_name
+        # The broker's last persisted sequence id (dedup) moves our counter forward.
+        if ok.last_sequence_id >= 0 and self._config.initial_sequence_id is None and not self._pending:
+            self._next_seq = max(self._next_seq, ok.last_sequence_id + 1)
+            self._last_seq_published = max(self._last_seq_published, ok.last_sequence_id)
+        self._epoch += 1
+        self._disconnected = trio.Event()
+        self._cnx = cnx
+        for op in self._pending:  # re-send in order, before anything new
+            cnx.write(op.frame)
+        if cnx.is_closed:
+            self._on_disconnected(cnx)
+
+    async def _reconnector(self) -> None:
+        backoff = Backoff()
+        while True:
+            await self._disconnected.wait()
+            if self._closed:
+                return
+            await trio.sleep(backoff.next())
+            try:
+                await self._establish()
+                backoff.reset()
+                log.info("producer %s on %s reconnected", self._name, self._topic)
+            except errors.FATAL as exc:
+                if isinstance(exc, errors.AlreadyClosed):
+                    return
+                self._set_fatal(exc)
+                return
+            except errors.PulsarException as exc:
+                log.info("producer %s on %s: reconnect failed: %s", self._name, self._topic, exc)
+
+    async def _batch_timer(self) -> None:
+        delay = max(0.001, self._config.batching_max_publish_delay_ms / 1000)
+        while True:
+            await trio.sleep(delay)
+            self._flush_batch()
+
+    async def _send_timeout_checker(self) -> None:
+        timeout = self._config.send_timeout_millis / 1000
+        while True:
+            await trio.sleep(min(timeout / 2, 1.0))
+            if self._pending and trio.current_time() - self._pending[0].created > timeout:
+                # As the C++ client: once the oldest message timed out, fail everything pending.
+                self._fail_pending(errors.Timeout(f"send to {self._topic} timed out after {timeout}s"))
+
+
+def deliver_at_ms(deliver_at: int | None, deliver_after: Any) -> int | None:
+    if deliver_at is not None:
+        return int(deliver_at)
+    if deliver_after is not None:
+        seconds = deliver_after.total_seconds() if hasattr(deliver_after, "total_seconds") else float(deliver_after)
+        return int(time.time() * 1000 + seconds * 1000)
+    return None

@@ -1,0 +1,38 @@
+"""``Reader``: a non-durable exclusive subscription that reads from a start message id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .consumer import Consumer
+from .message import Message
+from .message_id import MessageId
+
+
+class Reader:
+    """Reads a topic from ``start_message_id`` on; nothing is acknowledged or retained for it."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+
+    def topic(self) -> str:
+        return self._consumer.topic()
+
+    def is_connected(self) -> bool:
+        return self._consumer.is_connected()
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        msg = await self._consumer.receive(timeout_millis)
+        # Acks are meaningless for a non-durable cursor but keep the broker's unacked count low.
+        self._consumer._ack(msg.message_id())
+        return msg
+
+    async def has_message_available(self) -> bool:
+        return await self._consumer.has_message_available()
+
+    async def seek(self, target: MessageId | int | Any) -> None:
+        await self._consumer.seek(target if isinstance(target, int) else MessageId.coerce(target))
+
+    async def close(self) -> None:
+        await self._consumer.close()
+        self._consumer._client._forget(self)
