@@ -298,12 +298,16 @@ class PersistentTopic:
                 if sub is None or sub.closed:
                     sub = await self._start_subscription(Subscription(self, sub_name, cursor, True))
         else:
-            cursor = await self._non_durable_cursor(start if start is not None else (
-                EARLIEST if initial_position == "earliest" else LATEST))
-            name = sub_name
-            if name in self.subscriptions:
-                name = f"{name}-{next(_reader_ids)}"
-            sub = await self._start_subscription(Subscription(self, name, cursor, durable=False))
+            sub = self.subscriptions.get(sub_name)
+            if sub is not None and not sub.durable and not sub.consumers and not sub.closed:
+                pass  # a reader reconnecting after a seek: the reset cursor is kept
+            else:
+                cursor = await self._non_durable_cursor(start if start is not None else (
+                    EARLIEST if initial_position == "earliest" else LATEST))
+                name = sub_name
+                if name in self.subscriptions:
+                    name = f"{name}-{next(_reader_ids)}"
+                sub = await self._start_subscription(Subscription(self, name, cursor, durable=False))
         consumer.subscription = sub
         await sub.add_consumer(consumer, key_shared_mode)
         return sub

@@ -1,0 +1,542 @@
+"""Admin REST API (Pulsar's ``/admin/v2`` paths and JSON shapes), lookup and ``/metrics``.
+
+A starlette app served by hypercorn on trio inside the broker process. Errors are JSON
+``{"reason": ...}`` with Pulsar's status codes: 400/412 for bad input, 404 for unknown
+resources, 409 for conflicts, 307 to the owner for a topic this broker does not serve.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from broker.errors import (
+    BadRequestError,
+    ConflictError,
+    BrokerError,
+    NamespaceNotFoundError,
+    PreconditionFailedError,
+    TopicNotFoundError,
+)
+from broker.names import NamespaceName, TopicName
+from broker.topic import EARLIEST, LATEST, PersistentTopic
+from managed_ledger import Position
+from managed_ledger.errors import ManagedLedgerError
+from metadata.errors import MetadataError
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _error(status: int, reason: str) -> JSONResponse:
+    return JSONResponse({"reason": reason}, status_code=status)
+
+
+def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["AdminApi"], Handler]:
+    def bind(api: "AdminApi") -> Handler:
+        async def handler(request: Request) -> Response:
+            try:
+                result = await fn(api, request)
+            except BrokerError as exc:
+                return _error(exc.http_status, str(exc))
+            except MetadataError as exc:
+                return _error(500, f"metadata store error: {exc}")
+            except ManagedLedgerError as exc:
+                return _error(500, f"managed ledger error: {exc}")
+            except (ValueError, KeyError, json.JSONDecodeError) as exc:
+                return _error(400, f"bad request: {exc}")
+            if isinstance(result, Response):
+                return result
+            if result is None:
+                return Response(status_code=204)
+            return JSONResponse(result)
+        return handler
+    return bind
+
+
+async def _body(request: Request, default: Any = None) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        return default
+    return json.loads(raw)
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
+
+
+class AdminApi:
+    def __init__(self, service: "BrokerService") -> None:
+        self.service = service
+        self.ns = service.namespaces
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _namespace(self, request: Request) -> NamespaceName:
+        p = request.path_params
+        return NamespaceName.parse(f"{p['tenant']}/{p['namespace']}")
+
+    def _topic(self, request: Request) -> TopicName:
+        p = request.path_params
+        domain = p.get("domain", "persistent")
+        return TopicName.parse(f"{domain}://{p['tenant']}/{p['namespace']}/{p['topic']}")
+
+    async def _owner_redirect(self, request: Request, name: TopicName) -> Response | None:
+        policies = await self.ns.get_policies(name.namespace_name)
+        own = self.service.ownership
+        assert own is not None
+        owner = await own.owner(name, policies["bundles"]["boundaries"])
+        if own.is_mine(owner) or owner is None:
+            return None
+        url = owner["httpUrl"].rstrip("/") + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        return RedirectResponse(url, status_code=307)
+
+    async def _loaded(self, name: TopicName) -> PersistentTopic:
+        return await self.service.get_topic(name, create=False)
+
+    async def _partitions_or_self(self, name: TopicName) -> list[TopicName]:
+        n = await self.ns.partitions(name)
+        return [name.partition(i) for i in range(n)] if n else [name]
+
+    # -- clusters, tenants -----------------------------------------------------------------
+
+    @_wrap
+    async def clusters(self, request: Request) -> Any:
+        return await self.ns.clusters()
+
+    @_wrap
+    async def cluster(self, request: Request) -> Any:
+        name = request.path_params["cluster"]
+        if request.method == "GET":
+            data = await self.ns.get_cluster(name)
+            if data is None:
+                raise NamespaceNotFoundError(f"Cluster {name} does not exist")
+            return data
+        if request.method == "PUT":
+            await self.ns.create_cluster(name, await _body(request, {}) or {})
+        elif request.method == "POST":
+            await self.ns.update_cluster(name, await _body(request, {}) or {})
+        else:
+            await self.ns.delete_cluster(name)
+        return None
+
+    @_wrap
+    async def tenants(self, request: Request) -> Any:
+        return await self.ns.tenants()
+
+    @_wrap
+    async def tenant(self, request: Request) -> Any:
+        tenant = request.path_params["tenant"]
+        if request.method == "GET":
+            info = await self.ns.get_tenant(tenant)
+            if info is None:
+                raise NamespaceNotFoundError(f"Tenant {tenant} does not exist")
+            return info
+        if request.method == "PUT":
+            body = await _body(request, {}) or {}
+            clusters = body.get("allowedClusters") or []
+            known = await self.ns.clusters()
+            for c in clusters:
+                if c not in known:
+                    raise PreconditionFailedError(f"Cluster {c} does not exist")
+            await self.ns.create_tenant(tenant, body)
+        elif request.method == "POST":
+            await self.ns.update_tenant(tenant, await _body(request, {}) or {})
+        else:
+            await self.ns.delete_tenant(tenant)
+        return None
+
+    # -- namespaces ------------------------------------------------------------------------
+
+    @_wrap
+    async def namespaces(self, request: Request) -> Any:
+        tenant = request.path_params["tenant"]
+        if await self.ns.get_tenant(tenant) is None:
+            raise NamespaceNotFoundError(f"Tenant {tenant} does not exist")
+        return await self.ns.namespaces(tenant)
+
+    @_wrap
+    async def namespace(self, request: Request) -> Any:
+        ns = self._namespace(request)
+        if request.method == "GET":
+            return await self.ns.get_policies(ns)
+        if request.method == "PUT":
+            await self.ns.create_namespace(ns, await _body(request, None))
+            return None
+        topics = await self.service.list_topics(ns)
+        partitioned = await self.ns.partitioned_topics(ns)
+        if (topics or partitioned) and not _flag(request, "force"):
+            raise ConflictError(f"Namespace {ns} still has topics")
+        for t in topics:
+            await self.service.delete_topic(TopicName.parse(t), force=True)
+        await self.ns.delete_namespace(ns, has_topics=False)
+        return None
+
+    @_wrap
+    async def namespace_topics(self, request: Request) -> Any:
+        return await self.service.list_topics(self._namespace(request))
+
+    async def _policy(self, request: Request, key: str, parse: Callable[[Any], Any]) -> Any:
+        ns = self._namespace(request)
+        if request.method == "GET":
+            return (await self.ns.get_policies(ns)).get(key)
+        value = None if request.method == "DELETE" else parse(await _body(request))
+        await self.ns.set_policy(ns, key, value)
+        await self.service.on_policies_changed(ns)
+        return None
+
+    @_wrap
+    async def retention(self, request: Request) -> Any:
+        def parse(body: Any) -> Any:
+            if not isinstance(body, dict):
+                raise BadRequestError("retention policies must be a JSON object")
+            t, s = int(body.get("retentionTimeInMinutes", 0)), int(body.get("retentionSizeInMB", 0))
+            if (t == 0) != (s == 0):
+                raise PreconditionFailedError("Retention time and size must both be 0 or both be non-zero")
+            if t < -1 or s < -1:
+                raise PreconditionFailedError("Retention values must be >= -1")
+            return {"retentionTimeInMinutes": t, "retentionSizeInMB": s}
+        return await self._policy(request, "retention_policies", parse)
+
+    @_wrap
+    async def deduplication(self, request: Request) -> Any:
+        def parse(body: Any) -> bool:
+            if not isinstance(body, bool):
+                raise BadRequestError("deduplication takes true or false")
+            return body
+        return await self._policy(request, "deduplicationEnabled", parse)
+
+    @_wrap
+    async def message_ttl(self, request: Request) -> Any:
+        def parse(body: Any) -> int:
+            if not isinstance(body, int) or isinstance(body, bool) or body < 0:
+                raise PreconditionFailedError("Invalid value for message TTL")
+            return body
+        return await self._policy(request, "message_ttl_in_seconds", parse)
+
+    @_wrap
+    async def auto_topic_creation(self, request: Request) -> Any:
+        def parse(body: Any) -> dict[str, Any]:
+            if not isinstance(body, dict) or "allowAutoTopicCreation" not in body:
+                raise BadRequestError("autoTopicCreation needs allowAutoTopicCreation")
+            return body
+        return await self._policy(request, "autoTopicCreationOverride", parse)
+
+    @_wrap
+    async def unload_namespace(self, request: Request) -> Any:
+        ns = self._namespace(request)
+        await self.ns.get_policies(ns)
+        for topic in list(self.service.topics.values()):
+            if topic.name.namespace_name == ns:
+                await topic.close(disconnect_clients=True)
+        return None
+
+    # -- topics ----------------------------------------------------------------------------
+
+    @_wrap
+    async def topics(self, request: Request) -> Any:
+        return await self.service.list_topics(self._namespace(request))
+
+    @_wrap
+    async def partitioned_topics(self, request: Request) -> Any:
+        ns = self._namespace(request)
+        await self.ns.get_policies(ns)
+        return await self.ns.partitioned_topics(ns)
+
+    @_wrap
+    async def topic(self, request: Request) -> Any:
+        name = self._topic(request)
+        redirect = await self._owner_redirect(request, name)
+        if redirect is not None:
+            return redirect
+        if request.method == "PUT":
+            await self.ns.get_policies(name.namespace_name)
+            if await self.ns.partitions(name) or await self.service.topic_exists(name):
+                raise ConflictError(f"Topic {name} already exists")
+            await self.service.get_topic(name, create=True)
+            return None
+        if request.method == "POST":  # create missing partitions
+            n = await self.ns.partitions(name)
+            if not n:
+                raise TopicNotFoundError(f"Partitioned topic {name} does not exist")
+            for i in range(n):
+                await self.service.get_topic(name.partition(i), create=True)
+            return None
+        # DELETE
+        if await self.ns.partitions(name):
+            raise PreconditionFailedError(f"{name} is a partitioned topic: delete its partitions endpoint")
+        await self.service.delete_topic(name, force=_flag(request, "force"))
+        return None
+
+    @_wrap
+    async def partitions(self, request: Request) -> Any:
+        name = self._topic(request)
+        if request.method == "GET":
+            await self.ns.get_policies(name.namespace_name)
+            return {"partitions": await self.ns.partitions(name)}
+        if request.method == "DELETE":
+            n = await self.ns.partitions(name)
+            if not n:
+                raise TopicNotFoundError(f"Partitioned topic {name} does not exist")
+            for i in range(n):
+                p = name.partition(i)
+                if await self.service.topic_exists(p):
+                    await self.service.delete_topic(p, force=_flag(request, "force"))
+            await self.ns.delete_partitioned(name)
+            await self.service.schemas.delete(name)
+            return None
+        body = await _body(request)
+        if isinstance(body, dict):
+            body = body.get("partitions")
+        if not isinstance(body, int) or isinstance(body, bool):
+            raise BadRequestError("the body must be the number of partitions")
+        if request.method == "PUT":
+            await self.ns.get_policies(name.namespace_name)
+            if await self.service.topic_exists(name):
+                raise ConflictError(f"Non-partitioned topic {name} already exists")
+            await self.ns.create_partitioned(name, body)
+        else:
+            await self.ns.update_partitioned(name, body)
+        return None
+
+    @_wrap
+    async def stats(self, request: Request) -> Any:
+        name = self._topic(request)
+        redirect = await self._owner_redirect(request, name)
+        return redirect or (await self._loaded(name)).stats()
+
+    @_wrap
+    async def internal_stats(self, request: Request) -> Any:
+        name = self._topic(request)
+        redirect = await self._owner_redirect(request, name)
+        return redirect or (await self._loaded(name)).internal_stats()
+
+    @_wrap
+    async def partitioned_stats(self, request: Request) -> Any:
+        name = self._topic(request)
+        n = await self.ns.partitions(name)
+        if not n:
+            raise TopicNotFoundError(f"Partitioned topic {name} does not exist")
+        per = {}
+        for i in range(n):
+            p = name.partition(i)
+            if await self.service.topic_exists(p):
+                per[str(p)] = (await self._loaded(p)).stats()
+        agg: dict[str, Any] = {"metadata": {"partitions": n}, "partitions": per if _flag(request, "perPartition") else {}}
+        for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
+                    "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize"):
+            agg[key] = sum(s.get(key, 0) for s in per.values())
+        agg["publishers"] = [pub for s in per.values() for pub in s["publishers"]]
+        subs: dict[str, Any] = {}
+        for s in per.values():
+            for sname, sstats in s["subscriptions"].items():
+                cur = subs.setdefault(sname, {"msgBacklog": 0, "unackedMessages": 0, "msgOutCounter": 0,
+                                              "type": sstats["type"], "consumers": []})
+                cur["msgBacklog"] += sstats["msgBacklog"]
+                cur["unackedMessages"] += sstats["unackedMessages"]
+                cur["msgOutCounter"] += sstats["msgOutCounter"]
+                cur["consumers"] += sstats["consumers"]
+        agg["subscriptions"] = subs
+        return agg
+
+    @_wrap
+    async def unload_topic(self, request: Request) -> Any:
+        name = self._topic(request)
+        for t in await self._partitions_or_self(name):
+            await self.service.unload_topic(t)
+        return None
+
+    @_wrap
+    async def last_message_id(self, request: Request) -> Any:
+        topic = await self._loaded(self._topic(request))
+        last, batch_index = await topic.last_message_id()
+        return {"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": topic.name.partition_index,
+                "batchIndex": batch_index}
+
+    # -- subscriptions ---------------------------------------------------------------------
+
+    @_wrap
+    async def subscriptions(self, request: Request) -> Any:
+        name = self._topic(request)
+        out: list[str] = []
+        for t in await self._partitions_or_self(name):
+            if t != name or await self.service.topic_exists(t):
+                topic = await self._loaded(t)
+                out.extend(n for n, s in topic.subscriptions.items() if s.durable and n not in out)
+            elif t == name:
+                raise TopicNotFoundError(f"Topic {name} not found")
+        return out
+
+    @staticmethod
+    def _message_id(body: Any) -> Position:
+        if body is None:
+            return LATEST
+        if not isinstance(body, dict) or "ledgerId" not in body or "entryId" not in body:
+            raise BadRequestError("a message id needs ledgerId and entryId")
+        pos = Position(int(body["ledgerId"]), int(body["entryId"]))
+        if pos.ledger_id < 0:
+            return EARLIEST
+        if pos.ledger_id >= LATEST.ledger_id:
+            return LATEST
+        return pos
+
+    @_wrap
+    async def subscription(self, request: Request) -> Any:
+        name = self._topic(request)
+        sub = request.path_params["subscription"]
+        targets = await self._partitions_or_self(name)
+        if request.method == "PUT":
+            start = self._message_id(await _body(request, None))
+            for t in targets:
+                topic = await self.service.get_topic(t, create=len(targets) > 1)
+                await topic.create_subscription(sub, start)
+            return None
+        for t in targets:
+            topic = await self._loaded(t)
+            await topic.delete_subscription(sub, force=_flag(request, "force"))
+        return None
+
+    @_wrap
+    async def skip(self, request: Request) -> Any:
+        name = self._topic(request)
+        n = int(request.path_params["n"])
+        if n < 0:
+            raise PreconditionFailedError("number of messages to skip must be >= 0")
+        for t in await self._partitions_or_self(name):
+            await (await self._loaded(t)).subscription(request.path_params["subscription"]).skip(n)
+        return None
+
+    @_wrap
+    async def skip_all(self, request: Request) -> Any:
+        name = self._topic(request)
+        for t in await self._partitions_or_self(name):
+            await (await self._loaded(t)).subscription(request.path_params["subscription"]).skip(-1)
+        return None
+
+    @_wrap
+    async def reset_cursor_time(self, request: Request) -> Any:
+        name = self._topic(request)
+        ts = int(request.path_params["timestamp"])
+        for t in await self._partitions_or_self(name):
+            await (await self._loaded(t)).subscription(request.path_params["subscription"]).reset(timestamp_ms=ts)
+        return None
+
+    @_wrap
+    async def reset_cursor_id(self, request: Request) -> Any:
+        name = self._topic(request)
+        body = await _body(request, None)
+        if body is None:
+            raise BadRequestError("resetcursor needs a message id body")
+        pos = self._message_id(body)
+        targets = await self._partitions_or_self(name)
+        if len(targets) > 1:
+            idx = int(body.get("partitionIndex", -1))
+            if idx < 0:
+                raise PreconditionFailedError("resetcursor by id on a partitioned topic needs partitionIndex")
+            targets = [name.partition(idx)]
+        for t in targets:
+            await (await self._loaded(t)).subscription(request.path_params["subscription"]).reset(pos)
+        return None
+
+    # -- lookup, health, metrics -----------------------------------------------------------
+
+    @_wrap
+    async def lookup(self, request: Request) -> Any:
+        name = self._topic(request)
+        url, redirect = await self.service.lookup(name)
+        http = self.service.web_url
+        if redirect:
+            policies = await self.ns.get_policies(name.namespace_name)
+            assert self.service.ownership is not None
+            owner = await self.service.ownership.owner(name, policies["bundles"]["boundaries"])
+            http = (owner or {}).get("httpUrl", http)
+        return {"brokerUrl": url, "brokerUrlTls": "", "httpUrl": http, "httpUrlTls": "", "nativeUrl": url}
+
+    @_wrap
+    async def health(self, request: Request) -> Any:
+        return Response("ok", media_type="text/plain")
+
+    @_wrap
+    async def metrics(self, request: Request) -> Any:
+        return Response(self.service.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @_wrap
+    async def brokers(self, request: Request) -> Any:
+        return [self.service.broker_id]
+
+
+def build_app(service: "BrokerService") -> Starlette:
+    api = AdminApi(service)
+    ns = "/admin/v2/namespaces/{tenant}/{namespace}"
+    tp = "/admin/v2/{domain:str}/{tenant}/{namespace}/{topic}"
+    sub = tp + "/subscription/{subscription}"
+    routes = [
+        Route("/admin/v2/clusters", api.clusters(), methods=["GET"]),
+        Route("/admin/v2/clusters/{cluster}", api.cluster(), methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/admin/v2/tenants", api.tenants(), methods=["GET"]),
+        Route("/admin/v2/tenants/{tenant}", api.tenant(), methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/admin/v2/brokers/health", api.health(), methods=["GET"]),
+        Route("/admin/v2/brokers/{cluster}", api.brokers(), methods=["GET"]),
+        Route("/admin/v2/namespaces/{tenant}", api.namespaces(), methods=["GET"]),
+        Route(ns, api.namespace(), methods=["GET", "PUT", "DELETE"]),
+        Route(ns + "/topics", api.namespace_topics(), methods=["GET"]),
+        Route(ns + "/retention", api.retention(), methods=["GET", "POST", "DELETE"]),
+        Route(ns + "/deduplication", api.deduplication(), methods=["GET", "POST", "DELETE"]),
+        Route(ns + "/messageTTL", api.message_ttl(), methods=["GET", "POST", "DELETE"]),
+        Route(ns + "/autoTopicCreation", api.auto_topic_creation(), methods=["GET", "POST", "DELETE"]),
+        Route(ns + "/unload", api.unload_namespace(), methods=["PUT"]),
+        Route("/admin/v2/{domain:str}/{tenant}/{namespace}", api.topics(), methods=["GET"]),
+        Route("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", api.partitioned_topics(), methods=["GET"]),
+        Route(tp, api.topic(), methods=["PUT", "POST", "DELETE"]),
+        Route(tp + "/partitions", api.partitions(), methods=["GET", "PUT", "POST", "DELETE"]),
+        Route(tp + "/stats", api.stats(), methods=["GET"]),
+        Route(tp + "/internalStats", api.internal_stats(), methods=["GET"]),
+        Route(tp + "/partitioned-stats", api.partitioned_stats(), methods=["GET"]),
+        Route(tp + "/unload", api.unload_topic(), methods=["PUT"]),
+        Route(tp + "/lastMessageId", api.last_message_id(), methods=["GET"]),
+        Route(tp + "/subscriptions", api.subscriptions(), methods=["GET"]),
+        Route(sub, api.subscription(), methods=["PUT", "DELETE"]),
+        Route(sub + "/skip/{n:int}", api.skip(), methods=["POST"]),
+        Route(sub + "/skip_all", api.skip_all(), methods=["POST"]),
+        Route(sub + "/resetcursor/{timestamp:int}", api.reset_cursor_time(), methods=["POST"]),
+        Route(sub + "/resetcursor", api.reset_cursor_id(), methods=["POST"]),
+        Route("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", api.lookup(), methods=["GET"]),
+        Route("/metrics", api.metrics(), methods=["GET"]),
+        Route("/metrics/", api.metrics(), methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+async def serve_admin(service: "BrokerService", host: str, port: int, *, task_status: Any) -> None:
+    """Run the admin HTTP server; started() reports the bound port."""
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("quire.broker.http")
+    config.graceful_timeout = 1.0
+
+    async def start(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        await serve(build_app(service), config, task_status=task_status)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(start)
+        bound = int(binds[0].rsplit(":", 1)[1])
+        service.web_port = bound
+        task_status.started(bound)
+

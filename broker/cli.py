@@ -1,0 +1,122 @@
+"""``quire broker`` and ``quire standalone``.
+
+Settings come from an optional TOML file (``--conf``: BrokerConfig keys at the top level or in
+``[broker]``; a ``[bookie]`` table for standalone's bookie), then the named flags, then
+``--set key=value``. SIGINT and SIGTERM shut down cleanly; SIGKILL loses nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import sys
+import tomllib
+from typing import Any, Awaitable, Callable
+
+import click
+import trio
+
+from broker.config import BrokerConfig
+
+log = logging.getLogger("quire.broker")
+
+
+def _coerce(field: dataclasses.Field, raw: str) -> Any:  # type: ignore[type-arg]
+    default = field.default
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    return raw
+
+
+def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...]) -> BrokerConfig:
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+    extra: dict[str, Any] = {}
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in fields:
+            raise click.BadParameter(f"unknown or malformed --set {item!r}")
+        extra[key] = _coerce(fields[key], raw)
+    return BrokerConfig.load(conf, **{**{k: v for k, v in flags.items() if v is not None}, **extra})
+
+
+async def _until_signal(main: Callable[..., Awaitable[None]], *args: Any) -> None:
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            nursery.start_soon(main, *args)
+            async for sig in signals:
+                log.info("signal %s: shutting down", signal.Signals(sig).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+_common = [
+    click.option("--conf", type=click.Path(exists=True, dir_okay=False), help="TOML config file (BrokerConfig keys)"),
+    click.option("--port", "broker_service_port", type=int, help="Pulsar protocol port (default 6650; 0 = any)"),
+    click.option("--web-port", "web_service_port", type=int, help="admin/metrics HTTP port (default 8080; 0 = any)"),
+    click.option("--bind-address", help="interface to listen on"),
+    click.option("--advertised-address", help="address clients are told to connect to"),
+    click.option("--cluster-name", help="cluster name (default standalone)"),
+    click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BrokerConfig key"),
+    click.option("--log-level", default="INFO", show_default=True),
+]
+
+
+def _apply(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for opt in reversed(options):
+            fn = opt(fn)
+        return fn
+    return deco
+
+
+@click.command()
+@_apply(_common)
+@click.option("--metadata-url", "metadata_store_url", help="zk://host:port/chroot or rocksdb:///path")
+def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
+    """Run a broker; bookies are found through the metadata store."""
+    from broker.standalone import run_broker
+    from metadata import open_store
+
+    _logging(log_level)
+    config = build_config(conf, flags, sets)
+
+    async def main() -> None:
+        store = await open_store(config.metadata_store_url,
+                                 session_timeout_s=config.metadata_store_session_timeout_millis / 1000)
+        try:
+            await run_broker(config, store)
+        finally:
+            with trio.CancelScope(shield=True):
+                await store.close()
+
+    trio.run(_until_signal, main)
+
+
+@click.command()
+@_apply(_common)
+@click.option("--data-dir", default="./data", show_default=True, help="where metadata, journal and ledgers live")
+@click.option("--bookie-port", type=int, help="the embedded bookie's port (default 3181; 0 = any)")
+@click.option("--bookie-http-port", type=int, help="the embedded bookie's HTTP port (default 8000; 0 = any)")
+def standalone(conf: str | None, sets: tuple[str, ...], log_level: str, data_dir: str,
+               bookie_port: int | None, bookie_http_port: int | None, **flags: Any) -> None:
+    """Run metadata store + bookie + broker in one process."""
+    from broker.standalone import run_standalone
+
+    _logging(log_level)
+    config = build_config(conf, flags, sets)
+    bookie_overrides: dict[str, Any] = {}
+    if conf:
+        with open(conf, "rb") as f:
+            bookie_overrides.update(tomllib.load(f).get("bookie", {}))
+    bookie_overrides.update({"bookie_port": bookie_port, "http_server_port": bookie_http_port})
+    trio.run(_until_signal, run_standalone, data_dir, config, bookie_overrides)

@@ -1,0 +1,98 @@
+"""``quire standalone``: embedded metadata store + one bookie + one broker in one process.
+
+Data lives under ``--data-dir`` (``metadata/`` RocksDB store, ``bookkeeper/journal`` and
+``bookkeeper/ledgers``). The bookie runs with E=WQ=AQ=1 ledgers, the broker on 6650/8080. The
+first start creates cluster ``standalone``, tenant ``public`` and namespace ``public/default``;
+a restart (also after SIGKILL) recovers everything from the journal and the metadata store.
+Shutdown order is the reverse of start-up: broker (topics closed, cursors persisted), managed
+ledgers, ledger client, bookie (journal flushed, final checkpoint), metadata store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bookie.bookie import run_bookie
+from bookie.client import BookKeeper, ClientConfig
+from bookie.config import BookieConfig
+from broker.admin import serve_admin
+from broker.config import BrokerConfig
+from broker.service import BrokerService
+from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from metadata import open_store
+
+log = logging.getLogger(__name__)
+
+
+def standalone_configs(
+    data_dir: str | Path, broker: BrokerConfig, bookie_overrides: dict[str, Any] | None = None
+) -> tuple[BrokerConfig, BookieConfig, str]:
+    """The broker and bookie configs of a standalone node rooted at ``data_dir``."""
+    root = Path(data_dir).resolve()
+    store_url = f"rocksdb://{root / 'metadata'}"
+    broker = dataclasses.replace(
+        broker,
+        metadata_store_url=store_url,
+        managed_ledger_default_ensemble_size=1,
+        managed_ledger_default_write_quorum=1,
+        managed_ledger_default_ack_quorum=1,
+    )
+    values: dict[str, Any] = {
+        "bookie_port": 3181,
+        "http_server_port": 8000,
+        "listening_interface": "127.0.0.1",
+        "journal_directory": str(root / "bookkeeper" / "journal"),
+        "ledger_directories": [str(root / "bookkeeper" / "ledgers")],
+        "metadata_service_uri": store_url,
+    }
+    values.update({k: v for k, v in (bookie_overrides or {}).items() if v is not None})
+    return broker, BookieConfig.from_dict(values), store_url
+
+
+async def run_standalone(
+    data_dir: str | Path,
+    broker_config: BrokerConfig,
+    bookie_overrides: dict[str, Any] | None = None,
+    *,
+    task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    broker_config, bookie_config, store_url = standalone_configs(data_dir, broker_config, bookie_overrides)
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    store = await open_store(store_url)
+    try:
+        async with trio.open_nursery() as outer:
+            bookie = await outer.start(run_bookie, bookie_config, store)
+            log.info("standalone bookie %s ready", bookie.bookie_id)
+            await run_broker(broker_config, store, task_status=task_status)
+    finally:
+        with trio.CancelScope(shield=True):
+            await store.close()
+
+
+async def run_broker(
+    config: BrokerConfig, store: Any, *, task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """A broker on an open metadata store (bookies found through it); runs until cancelled."""
+    ml_config = ManagedLedgerConfig(
+        ensemble_size=config.managed_ledger_default_ensemble_size,
+        write_quorum=config.managed_ledger_default_write_quorum,
+        ack_quorum=config.managed_ledger_default_ack_quorum,
+        metadata_ensemble_size=config.managed_ledger_default_ensemble_size,
+        metadata_write_quorum=config.managed_ledger_default_write_quorum,
+        metadata_ack_quorum=config.managed_ledger_default_ack_quorum,
+    )
+    async with BookKeeper(store, ClientConfig()) as bk:
+        async with ManagedLedgerFactory(store, bk, ml_config) as factory:
+            service = BrokerService(config, store, factory)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(serve_admin, service, config.bind_address, config.web_service_port)
+                await nursery.start(service.run)
+                await service.ensure_defaults()
+                log.info("broker serving %s and %s", service.service_url, service.web_url)
+                task_status.started(service)
+                await trio.sleep_forever()

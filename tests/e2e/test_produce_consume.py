@@ -1,0 +1,177 @@
+"""Produce/consume through a real ``quire standalone`` with the official pulsar-client."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+
+import httpx
+import pulsar
+import pytest
+
+from tests.e2e.conftest import Standalone
+
+CT = pulsar.ConsumerType
+
+
+def topic() -> str:
+    return f"persistent://public/default/e2e-{uuid.uuid4().hex[:8]}"
+
+
+def drain(consumer: pulsar.Consumer, timeout_ms: int = 500) -> list[pulsar.Message]:
+    out = []
+    while True:
+        try:
+            out.append(consumer.receive(timeout_millis=timeout_ms))
+        except pulsar.Timeout:
+            return out
+
+
+@pytest.mark.parametrize("batching,compression", [
+    (False, pulsar.CompressionType.NONE),
+    (True, pulsar.CompressionType.LZ4),
+    (True, pulsar.CompressionType.ZSTD),
+])
+def test_sync_and_async_with_keys_properties_event_time(client: pulsar.Client, batching: bool, compression: object) -> None:
+    t = topic()
+    consumer = client.subscribe(t, "s", consumer_type=CT.Shared)
+    producer = client.create_producer(t, batching_enabled=batching, compression_type=compression,
+                                      batching_max_publish_delay_ms=20)
+    ids = [producer.send(f"sync-{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}",
+                         event_timestamp=1_000_000 + i) for i in range(5)]
+    done = threading.Event()
+    results: list[object] = []
+
+    def cb(res: object, mid: object) -> None:
+        results.append(res)
+        if len(results) == 100:
+            done.set()
+
+    for i in range(100):
+        producer.send_async(f"async-{i}".encode(), cb)
+    producer.flush()
+    assert done.wait(10) and all(r == pulsar.Result.Ok for r in results)
+    got = [consumer.receive(timeout_millis=5000) for _ in range(105)]
+    assert [m.data() for m in got[:5]] == [f"sync-{i}".encode() for i in range(5)]
+    assert [m.message_id() for m in got[:5]] == ids
+    assert got[3].properties() == {"i": "3"} and got[3].partition_key() == "k3"
+    assert got[3].event_timestamp() == 1_000_003
+    assert sorted(m.data() for m in got[5:]) == sorted(f"async-{i}".encode() for i in range(100))
+    for m in got:
+        consumer.acknowledge(m)
+    producer.close()
+    consumer.close()
+
+
+def test_partitioned_topic_routing_and_partition_index(standalone: Standalone, client: pulsar.Client) -> None:
+    name = f"e2e-part-{uuid.uuid4().hex[:8]}"
+    r = httpx.put(f"{standalone.admin}/admin/v2/persistent/public/default/{name}/partitions", json=3)
+    assert r.status_code == 204, r.text
+    assert httpx.get(f"{standalone.admin}/admin/v2/persistent/public/default/{name}/partitions").json() == {"partitions": 3}
+    t = f"persistent://public/default/{name}"
+    consumer = client.subscribe(t, "s")
+    rr = client.create_producer(t, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+                                batching_enabled=False)
+    single = client.create_producer(t, message_routing_mode=pulsar.PartitionsRoutingMode.UseSinglePartition,
+                                    batching_enabled=False)
+    sent = [rr.send(f"rr-{i}".encode()) for i in range(9)] + [single.send(f"sp-{i}".encode()) for i in range(3)]
+    assert {m.partition() for m in sent[:9]} == {0, 1, 2}
+    assert len({m.partition() for m in sent[9:]}) == 1
+    got = drain(consumer, 1000)
+    assert sorted(m.data() for m in got) == sorted([f"rr-{i}".encode() for i in range(9)] + [f"sp-{i}".encode() for i in range(3)])
+    assert {m.message_id().partition() for m in got} == {0, 1, 2}
+    assert sorted(str(m.message_id()) for m in got) == sorted(str(m) for m in sent)
+    stats = httpx.get(f"{standalone.admin}/admin/v2/persistent/public/default/{name}/partitioned-stats").json()
+    assert stats["metadata"]["partitions"] == 3 and stats["msgInCounter"] == 12
+
+
+def test_pattern_subscription(client: pulsar.Client) -> None:
+    prefix = f"e2e-pat-{uuid.uuid4().hex[:6]}"
+    producers = [client.create_producer(f"persistent://public/default/{prefix}-{i}") for i in range(2)]
+    consumer = client.subscribe(re.compile(f"persistent://public/default/{prefix}-.*"), "s",
+                                initial_position=pulsar.InitialPosition.Earliest)
+    for i, p in enumerate(producers):
+        p.send(f"from-{i}".encode())
+    got = drain(consumer, 2000)
+    assert sorted(m.data() for m in got) == [b"from-0", b"from-1"]
+
+
+def test_dead_letter_queue(client: pulsar.Client) -> None:
+    t = topic()
+    dlq = t + "-DLQ"
+    consumer = client.subscribe(t, "s", consumer_type=CT.Shared, negative_ack_redelivery_delay_ms=100,
+                                dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(
+                                    max_redeliver_count=2, dead_letter_topic=dlq, initial_subscription_name="dlq-sub"))
+    producer = client.create_producer(t, batching_enabled=False)
+    producer.send(b"poison")
+    counts = []
+    for _ in range(3):
+        m = consumer.receive(timeout_millis=5000)
+        counts.append(m.redelivery_count())
+        consumer.negative_acknowledge(m)
+    assert counts == [0, 1, 2]
+    dead = client.subscribe(dlq, "dlq-sub")
+    assert dead.receive(timeout_millis=10000).data() == b"poison"
+
+
+def test_delayed_delivery_on_shared(client: pulsar.Client) -> None:
+    t = topic()
+    consumer = client.subscribe(t, "s", consumer_type=CT.Shared)
+    producer = client.create_producer(t, batching_enabled=False)
+    start = time.time()
+    producer.send(b"later", deliver_after=__import__("datetime").timedelta(milliseconds=1500))
+    producer.send(b"now")
+    first = consumer.receive(timeout_millis=5000)
+    assert first.data() == b"now"
+    second = consumer.receive(timeout_millis=5000)
+    assert second.data() == b"later" and time.time() - start >= 1.4
+
+
+def test_large_messages_and_chunking(client: pulsar.Client) -> None:
+    t = topic()
+    consumer = client.subscribe(t, "s")
+    big = client.create_producer(t, batching_enabled=False)
+    payload = bytes(range(256)) * (4 * 1024 * 1024 // 256)  # 4 MiB fits in one frame
+    big.send(payload)
+    assert consumer.receive(timeout_millis=15000).data() == payload
+    chunked = client.create_producer(t, batching_enabled=False, chunking_enabled=True)
+    huge = b"x" * (12 * 1024 * 1024)
+    chunked.send(huge)
+    got = consumer.receive(timeout_millis=30000)
+    assert got.data() == huge
+
+
+def test_reader_from_message_id_and_seek_by_time(client: pulsar.Client) -> None:
+    t = topic()
+    producer = client.create_producer(t, batching_enabled=False)
+    ids = [producer.send(str(i).encode()) for i in range(5)]
+    time.sleep(0.05)
+    mid_time = int(time.time() * 1000)
+    time.sleep(0.05)
+    ids += [producer.send(str(i).encode()) for i in range(5, 10)]
+    reader = client.create_reader(t, ids[3])
+    assert reader.read_next(timeout_millis=5000).data() == b"4"
+    reader.seek(mid_time)
+    assert reader.read_next(timeout_millis=5000).data() == b"5"
+    reader2 = client.create_reader(t, ids[3], start_message_id_inclusive=True)
+    assert reader2.read_next(timeout_millis=5000).data() == b"3"
+
+
+def test_broker_deduplication(standalone: Standalone, client: pulsar.Client) -> None:
+    t = topic()
+    r = httpx.post(f"{standalone.admin}/admin/v2/namespaces/public/default/deduplication", json=True)
+    assert r.status_code == 204, r.text
+    try:
+        consumer = client.subscribe(t, "s")
+        p = client.create_producer(t, producer_name="dedup-p", batching_enabled=False)
+        for seq in [0, 1, 2, 1, 2, 3]:
+            p.send(f"m{seq}".encode(), sequence_id=seq)
+        got = drain(consumer, 1000)
+        assert [m.data() for m in got] == [b"m0", b"m1", b"m2", b"m3"]
+        p.close()
+        p2 = client.create_producer(t, producer_name="dedup-p", batching_enabled=False)
+        assert p2.last_sequence_id() == 3
+    finally:
+        httpx.delete(f"{standalone.admin}/admin/v2/namespaces/public/default/deduplication")
