@@ -11,6 +11,7 @@ that miss, fence, long poll, write LAC) runs as a task in the connection's nurse
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -30,6 +31,8 @@ from bookie.registration import BookieState
 log = logging.getLogger(__name__)
 
 _ADD = int(Op.ADD)
+_READ = int(Op.READ)
+_ENTRY_IDS = struct.Struct(">Qqq")  # ledger id, entry id, LAC at the start of every entry
 _FENCE = int(Flag.FENCE)
 _RECOVERY = int(Flag.RECOVERY_ADD)
 _PIGGYBACK = int(Flag.PIGGYBACK)
@@ -98,20 +101,31 @@ class RequestProcessor:
 
     # --- dispatch ------------------------------------------------------------------------
 
-    async def handle(self, req: Request, conn: ReplySink, nursery: trio.Nursery) -> None:
-        """Process one request; exactly one reply is eventually sent to ``conn``."""
+    def handle_fast(self, req: Request, conn: ReplySink) -> bool:
+        """Handle a request without awaiting if possible (adds, cached reads); False if the
+        caller must ``await handle_slow`` instead."""
         op = req.op
         if op == _ADD:
-            if not self._add_fast(req, conn):
-                await self._add_slow(req, conn)
-            return
-        if op == Op.READ and not req.flags & _FENCE and req.entry_id >= 0 and req.timeout_ms == 0:
+            return self._add_fast(req, conn)
+        if op == _READ and not req.flags & _FENCE and req.entry_id >= 0 and req.timeout_ms == 0:
             data = self.storage.cached_entry(req.ledger_id, req.entry_id)
             if data is not None:
                 self._count("read", 0)
                 conn.send(reply_frame(op, req.request_id, 0, req.ledger_id, req.entry_id, data))
-                return
-        nursery.start_soon(self._handle_async, req, conn)
+                return True
+        return False
+
+    async def handle_slow(self, req: Request, conn: ReplySink, nursery: trio.Nursery) -> None:
+        """The rest: adds that must wait (inline, keeping order), everything else as a task."""
+        if req.op == _ADD:
+            await self._add_slow(req, conn)
+        else:
+            nursery.start_soon(self._handle_async, req, conn)
+
+    async def handle(self, req: Request, conn: ReplySink, nursery: trio.Nursery) -> None:
+        """Process one request; exactly one reply is eventually sent to ``conn``."""
+        if not self.handle_fast(req, conn):
+            await self.handle_slow(req, conn, nursery)
 
     async def _handle_async(self, req: Request, conn: ReplySink) -> None:
         try:
@@ -155,12 +169,10 @@ class RequestProcessor:
         if self.state.read_only and not flags & _HIGH_PRIORITY:
             return int(Status.READ_ONLY)
         body = req.body
-        if (
-            len(body) < ENTRY_HEADER_SIZE
-            or int.from_bytes(body[0:8], "big") != req.ledger_id
-            or int.from_bytes(body[8:16], "big", signed=True) != req.entry_id
-            or req.entry_id < 0
-        ):
+        if len(body) < ENTRY_HEADER_SIZE or req.entry_id < 0:
+            return int(Status.BAD_REQUEST)
+        lid, eid, _ = _ENTRY_IDS.unpack_from(body)
+        if lid != req.ledger_id or eid != req.entry_id:
             return int(Status.BAD_REQUEST)
         return 0
 
@@ -176,7 +188,7 @@ class RequestProcessor:
             self._add_error(req, conn, status)
             return True
         body = req.body
-        lac = int.from_bytes(body[16:24], "big", signed=True)
+        lac = _ENTRY_IDS.unpack_from(body)[2]
         if not self.storage.try_add(req.ledger_id, req.entry_id, body, lac):
             return False
         self._journal_add(req, conn)
@@ -209,9 +221,8 @@ class RequestProcessor:
             if status:
                 self._add_error(req, conn, status)
                 return
-            body = req.body
-            lac = int.from_bytes(body[16:24], "big", signed=True)
-            await self.storage.add_entry(lid, req.entry_id, body, lac)
+            lac = _ENTRY_IDS.unpack_from(req.body)[2]
+            await self.storage.add_entry(lid, req.entry_id, req.body, lac)
         except StorageError as exc:
             self._add_error(req, conn, exc.status)
             return

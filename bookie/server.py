@@ -81,7 +81,7 @@ async def serve_connection(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.writer, nursery.cancel_scope)
-            handle = processor.handle
+            fast, slow = processor.handle_fast, processor.handle_slow
             try:
                 while True:
                     try:
@@ -93,7 +93,8 @@ async def serve_connection(
                     for frame in decoder.feed(data):
                         req = decode_request(frame)
                         conn.pending += 1
-                        await handle(req, conn, nursery)
+                        if not fast(req, conn):
+                            await slow(req, conn, nursery)
                         if conn.pending >= max_pending:
                             await conn.wait_for_room()
             except ProtocolError as exc:
