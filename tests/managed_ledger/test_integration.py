@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +16,7 @@ import metadata
 from bookie.client.bookkeeper import BookKeeper
 from bookie.client.config import ClientConfig
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
+from tests.fixtures.processes import REPO_ROOT
 from tests.managed_ledger.cluster import start_bookie
 
 NAME = "t/ns/persistent/it"
@@ -78,3 +83,96 @@ async def test_add_read_across_rollovers(bookie, zk_url, ml_config) -> None:
             got.extend(batch)
         assert [e.data for e in got] == [b"%05d" % i for i in order]
         assert c.number_of_entries_in_backlog == 230
+
+
+class Driver:
+    """The ml_driver subprocess: another process owning the managed ledger."""
+
+    def __init__(self, zk_url: str, name: str, config: dict) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.managed_ledger.ml_driver", zk_url, name, json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=str(REPO_ROOT),
+        )
+
+    async def reply(self) -> dict:
+        assert self.proc.stdout is not None
+        with trio.fail_after(60):
+            line = await trio.to_thread.run_sync(self.proc.stdout.readline)
+        assert line, "driver exited"
+        return json.loads(line)
+
+    async def call(self, **cmd: object) -> dict:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        self.proc.stdin.flush()
+        return await self.reply()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+DRIVER_CONFIG = dict(
+    ensemble_size=1, write_quorum=1, ack_quorum=1,
+    metadata_ensemble_size=1, metadata_write_quorum=1, metadata_ack_quorum=1,
+    max_entries_per_ledger=100, retention_time_minutes=-1, retention_size_mb=-1,
+)
+
+
+@pytest.fixture
+def driver(zk_url, bookie):
+    drivers: list[Driver] = []
+
+    def start() -> Driver:
+        d = Driver(zk_url, NAME, DRIVER_CONFIG)
+        drivers.append(d)
+        return d
+
+    yield start
+    for d in drivers:
+        d.kill()
+
+
+async def test_cursor_recovery_after_sigkill_of_owner(driver, zk_url, ml_config) -> None:
+    d = driver()
+    assert "ready" in await d.reply()
+    positions = [Position.parse(p) for p in (await d.call(op="add", n=300))["positions"]]
+    assert len(positions) == 300 and len({p.ledger_id for p in positions}) == 3
+    assert await d.call(op="mark_delete", position=str(positions[49])) == {"ok": True}
+    holes = positions[51:150:2]  # 50 individual acks -> 50 ranges above the mark-delete
+    assert await d.call(op="delete", positions=[str(p) for p in holes]) == {"ok": True}
+    d.kill()  # SIGKILL: no close, no final flush
+    async with Owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
+        ml = await f.open(NAME)
+        assert ml.number_of_entries == 300  # every acknowledged add survived
+        c = ml.cursors["sub"]
+        assert c.mark_delete_position == positions[49]
+        assert len(c.individually_deleted_ranges) == 50
+        assert c.number_of_entries_in_backlog == 300 - 50 - 50
+        got = []
+        while batch := await c.read_entries(100):
+            got.extend(e.position for e in batch)
+        assert got == [p for p in positions[50:] if p not in set(holes)]
+
+
+async def test_second_process_fences_the_first(driver, zk_url, ml_config) -> None:
+    d = driver()
+    assert "ready" in await d.reply()
+    acked = [Position.parse(p) for p in (await d.call(op="add", n=40))["positions"]]
+    async with Owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
+        ml = await f.open(NAME)  # recovery-opens the first owner's ledger: fenced
+        assert (await d.call(op="add", n=1)) == {"error": "ManagedLedgerFencedError"}
+        assert (await d.call(op="add", n=1)) == {"error": "ManagedLedgerFencedError"}
+        c = await ml.open_cursor("reader", "earliest")
+        got = []
+        while batch := await c.read_entries(100):
+            got.extend(e.position for e in batch)
+        assert got == acked  # all data up to the fence is readable by the new owner
+        p = await ml.add_entry(b"new owner")
+        assert p.ledger_id > acked[-1].ledger_id
+        # the old owner cannot move the cursor under the new owner either
+        r = await d.call(op="mark_delete", position=str(acked[5]))
+        assert r == {"error": "ManagedLedgerFencedError"}
