@@ -107,8 +107,12 @@ class NodeTable(abc.ABC):
 
     @abc.abstractmethod
     def commit(self, puts: dict[str, NodeRecord], deletes: dict[str, NodeRecord]) -> None:
-        """Atomically (and durably, for a durable table) write `puts` and remove `deletes`
-        (given with their last record so the table can maintain its ephemeral index)."""
+        """Atomically write `puts` and remove `deletes` (given with their last record so the
+        table can maintain its ephemeral index). Durable only after the next `sync()`."""
+
+    def sync(self) -> None:
+        """Make every commit so far durable. Called outside the tree lock, so concurrent
+        writers share one fsync (group commit)."""
 
     @abc.abstractmethod
     def ephemerals(self, owner: int | None = None) -> list[str]:
@@ -174,6 +178,7 @@ class LocalTree:
                 self._remove(txn, path)
             if txn.puts or txn.deletes:
                 table.commit(txn.puts, txn.deletes)
+                table.sync()
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -209,6 +214,8 @@ class LocalTree:
                 if txn.get(path) is not None:
                     self._remove(txn, path)
             self._commit(txn)
+        if txn.puts or txn.deletes:
+            self._sync()
         if expired:
             for callback in state.lost_callbacks:
                 deliver(state.token, callback)
@@ -237,7 +244,19 @@ class LocalTree:
             txn = _Txn(self.table)
             result = fn(txn)
             self._commit(txn)
-            return result
+        if txn.puts or txn.deletes:
+            # Durable before we return. Others may already see the write: they live in this
+            # process, so a crash that loses it takes them down too.
+            self._sync()
+        return result
+
+    def _sync(self) -> None:
+        try:
+            self.table.sync()
+        except Exception as exc:
+            if self.closed:  # closing flushed everything already
+                raise SessionLostError("the metadata database was closed") from exc
+            raise
 
     def _commit(self, txn: _Txn) -> None:
         if txn.puts or txn.deletes:

@@ -10,7 +10,8 @@ Key layout (one keyspace, raw bytes):
   exactly the keys with prefix ``N<P>\\0``, so listing is one ordered prefix scan.
   ``E<owner u64 BE><path>`` -> b"" : ephemeral index, per owning session.
   ``Msession`` -> u64 BE : last session id handed out.
-Every write is a WriteBatch with WAL sync, so a call that returned survives SIGKILL.
+Every operation is one WriteBatch; the WAL is fsynced before the operation returns (writers
+that overlap share the fsync), so a call that returned survives SIGKILL and power loss.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class RocksDBNodeTable(NodeTable):
             raise StoreUnavailableError(f"cannot open metadata database {self.path}: {exc}") from exc
         self._sync = WriteOptions()
         self._sync.sync = True
+        self._nosync = WriteOptions()  # commit() writes the WAL; sync() fsyncs it (group commit)
 
     def get(self, path: str) -> NodeRecord | None:
         data = self._db.get(node_key(path))
@@ -90,7 +92,10 @@ class RocksDBNodeTable(NodeTable):
             batch.put(node_key(path), rec.to_bytes())
             if rec.ephemeral_owner:
                 batch.put(ephemeral_key(rec.ephemeral_owner, path), b"")
-        self._db.write(batch, self._sync)
+        self._db.write(batch, self._nosync)
+
+    def sync(self) -> None:
+        self._db.flush_wal(True)
 
     def ephemerals(self, owner: int | None = None) -> list[str]:
         prefix = _EPHEMERAL if owner is None else _EPHEMERAL + owner.to_bytes(8, "big")
