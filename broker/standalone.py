@@ -63,10 +63,16 @@ async def run_standalone(
 ) -> None:
     broker_config, bookie_config, store_url = standalone_configs(data_dir, broker_config, bookie_overrides)
     Path(data_dir).mkdir(parents=True, exist_ok=True)
+    # The bookie's port is part of its identity (cookie, ledger ensembles): a node started
+    # with port 0 keeps the port it got the first time.
+    port_file = Path(data_dir) / "bookie_port"
+    if bookie_config.bookie_port == 0 and port_file.exists():
+        bookie_config.bookie_port = int(port_file.read_text().strip())
     store = await open_store(store_url)
     try:
         async with trio.open_nursery() as outer:
             bookie = await outer.start(run_bookie, bookie_config, store)
+            port_file.write_text(f"{bookie.port}\n")
             log.info("standalone bookie %s ready", bookie.bookie_id)
             await run_broker(broker_config, store, task_status=task_status)
     finally:
