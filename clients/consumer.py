@@ -747,11 +747,15 @@ class Consumer(ConsumerBase):
         last, mark = await self._last_ids()
         if last.entry_id() < 0:
             return False
+        last_key = last._key()
         if self._last_dequeued is not None:
-            return last > self._last_dequeued
+            return last_key > self._last_dequeued._key()
         start = self._config.start_message_id
         if start is None or start.is_latest():
-            return mark is not None and last > mark
+            return mark is not None and last_key > mark._key()
         if start.is_earliest():
             return True
-        return last >= start if self._config.start_message_id_inclusive else last > start
+        entry_key = start._key()[:2]
+        if self._config.start_message_id_inclusive:
+            return last_key[:2] >= entry_key
+        return last_key > start._key() if start.batch_index() >= 0 else last_key[:2] > entry_key

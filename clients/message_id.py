@@ -105,14 +105,15 @@ class MessageId:
     def __lt__(self, other: "MessageId") -> bool:
         return self._key() < other._key()
 
+    # As the C++ MessageId: <= is "< or ==" (== includes the partition), > and >= negate them.
     def __le__(self, other: "MessageId") -> bool:
-        return self._key() <= other._key()
+        return self < other or self == other
 
     def __gt__(self, other: "MessageId") -> bool:
-        return self._key() > other._key()
+        return not self <= other
 
     def __ge__(self, other: "MessageId") -> bool:
-        return self._key() >= other._key()
+        return not self < other
 
     def __str__(self) -> str:
         return f"({self._ledger},{self._entry},{self._partition},{self._batch})"

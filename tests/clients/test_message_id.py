@@ -1,0 +1,45 @@
+"""MessageId: byte-compatible serialisation and the official client's ordering/equality rules."""
+
+from __future__ import annotations
+
+import itertools
+
+import pulsar
+import pytest
+
+from clients import MessageId
+
+CASES = [(-1, 5, 7, -1), (2, 5, 7, 3), (0, 0, 0, -1), (-1, 5, 7, 0), (0, 5, 7, -1), (-1, 5, 6, 9), (-1, 5, 7, 2)]
+
+
+@pytest.mark.parametrize("args", CASES)
+def test_serialize_matches_official(args: tuple[int, int, int, int]) -> None:
+    ours, theirs = MessageId(*args), pulsar.MessageId(*args)
+    assert ours.serialize() == theirs.serialize()
+    assert str(ours) == str(theirs)
+    back = MessageId.deserialize(theirs.serialize())
+    assert back == ours
+    official_back = pulsar.MessageId.deserialize(ours.serialize())
+    assert (official_back.ledger_id(), official_back.entry_id(), official_back.partition(),
+            official_back.batch_index()) == (args[1], args[2], args[0], args[3])
+
+
+def test_earliest_latest_match_official() -> None:
+    assert MessageId.earliest.serialize() == pulsar.MessageId.earliest.serialize()
+    assert MessageId.latest.serialize() == pulsar.MessageId.latest.serialize()
+    assert str(MessageId.latest) == str(pulsar.MessageId.latest)
+    assert MessageId.coerce(pulsar.MessageId.earliest).is_earliest()
+    assert MessageId.coerce(pulsar.MessageId.latest).is_latest()
+
+
+@pytest.mark.parametrize("a,b", list(itertools.product(CASES, CASES)))
+def test_comparisons_match_official(a: tuple[int, ...], b: tuple[int, ...]) -> None:
+    oa, ob = pulsar.MessageId(*a)._msg_id, pulsar.MessageId(*b)._msg_id
+    qa, qb = MessageId(*a), MessageId(*b)
+    assert (qa == qb) == (oa == ob)
+    assert (qa < qb) == (oa < ob)
+    assert (qa <= qb) == (oa <= ob)
+    assert (qa > qb) == (oa > ob)
+    assert (qa >= qb) == (oa >= ob)
+    if qa == qb:
+        assert hash(qa) == hash(qb)
