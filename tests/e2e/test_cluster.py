@@ -1,0 +1,72 @@
+"""Cluster mode: real ZooKeeper, bookie processes and two broker processes.
+
+Topics are served by the owner of their namespace bundle; a client that asks the other broker
+is redirected by LOOKUP, and the admin API answers 307 to the owner.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import httpx
+import pulsar
+
+from tests.fixtures.processes import QuireProcesses, free_port
+
+
+def start_bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int) -> None:
+    port = free_port()
+    data = root / f"bookie{index}"
+    procs("bookie", "--metadata-url", zk_url, "--port", str(port), "--http-port", "0",
+          "--journal-dir", str(data / "journal"), "--ledger-dirs", str(data / "ledgers"),
+          "--set", "journal_pre_alloc_size_mb=1", "--set", "db_storage_write_cache_max_size_mb=16",
+          "--set", "db_storage_read_ahead_cache_max_size_mb=16",
+          "--set", "disk_usage_threshold=0.999", "--set", "disk_usage_lwm_threshold=0.998",
+          ready_port=port)
+
+
+def start_broker(procs: QuireProcesses, zk_url: str) -> tuple[int, int]:
+    port, web = free_port(), free_port()
+    procs("broker", "--metadata-url", zk_url, "--port", str(port), "--web-port", str(web),
+          "--set", "managed_ledger_default_ensemble_size=2", "--set", "managed_ledger_default_write_quorum=2",
+          "--set", "managed_ledger_default_ack_quorum=2", "--log-level", "WARNING",
+          ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=60)
+    return port, web
+
+
+def test_two_brokers_two_bookies_on_zookeeper(quire_procs: QuireProcesses, zk_url: str, tmp_path: Path) -> None:
+    for i in range(2):
+        start_bookie(quire_procs, zk_url, tmp_path, i)
+    (p1, w1), (p2, w2) = start_broker(quire_procs, zk_url), start_broker(quire_procs, zk_url)
+    log = logging.getLogger("pulsar-client")
+    log.setLevel(logging.ERROR)
+    topics = [f"persistent://public/default/cluster-{i}" for i in range(6)]
+    # Whoever is asked first owns the bundle; ask broker 2 for some topics first.
+    c2 = pulsar.Client(f"pulsar://127.0.0.1:{p2}", operation_timeout_seconds=15, logger=log)
+    for t in topics[:3]:
+        c2.create_producer(t).close()
+    c1 = pulsar.Client(f"pulsar://127.0.0.1:{p1}", operation_timeout_seconds=15, logger=log)
+    try:
+        for t in topics:
+            consumer = c1.subscribe(t, "s", initial_position=pulsar.InitialPosition.Earliest)
+            producer = c1.create_producer(t, batching_enabled=False)
+            for i in range(5):
+                producer.send(f"{t}-{i}".encode())
+            got = [consumer.receive(timeout_millis=10000).data() for _ in range(5)]
+            assert got == [f"{t}-{i}".encode() for i in range(5)]
+        owners = {httpx.get(f"http://127.0.0.1:{w1}/lookup/v2/topic/persistent/public/default/{t.rsplit('/', 1)[1]}").json()["brokerUrl"]
+                  for t in topics}
+        assert owners <= {f"pulsar://127.0.0.1:{p1}", f"pulsar://127.0.0.1:{p2}"}
+        # Admin calls on a topic owned by the other broker are redirected (307) to the owner.
+        name = topics[0].rsplit("/", 1)[1]
+        owner = httpx.get(f"http://127.0.0.1:{w1}/lookup/v2/topic/persistent/public/default/{name}").json()
+        other = w1 if owner["httpUrl"].endswith(f":{w2}") else w2
+        r = httpx.get(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/stats")
+        assert r.status_code == 307 and r.headers["location"].startswith(owner["httpUrl"])
+        stats = httpx.get(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/stats",
+                          follow_redirects=True).json()
+        assert stats["msgInCounter"] == 5
+    finally:
+        c1.close()
+        c2.close()
