@@ -63,6 +63,9 @@ class RocksDBNodeTable(NodeTable):
         self._sync = WriteOptions()
         self._sync.sync = True
         self._nosync = WriteOptions()  # commit() writes the WAL; sync() fsyncs it (group commit)
+        self._written = 0  # commits so far
+        self._synced = 0  # commits known durable
+        self._sync_lock = threading.Lock()
 
     def get(self, path: str) -> NodeRecord | None:
         data = self._db.get(node_key(path))
@@ -93,9 +96,18 @@ class RocksDBNodeTable(NodeTable):
             if rec.ephemeral_owner:
                 batch.put(ephemeral_key(rec.ephemeral_owner, path), b"")
         self._db.write(batch, self._nosync)
+        self._written += 1  # under the tree lock
 
     def sync(self) -> None:
-        self._db.flush_wal(True)
+        # Group commit: a thread that waited for the fsync lock is often covered already by
+        # the fsync that just finished (it started after this thread's write).
+        target = self._written
+        with self._sync_lock:
+            if self._synced >= target:
+                return
+            upto = self._written
+            self._db.flush_wal(True)
+            self._synced = upto
 
     def ephemerals(self, owner: int | None = None) -> list[str]:
         prefix = _EPHEMERAL if owner is None else _EPHEMERAL + owner.to_bytes(8, "big")
