@@ -390,6 +390,8 @@ class ManagedLedger:
             self.last_confirmed_entry = pos
         self.cache.insert(pos, data)
         self._wake_readers()
+        if entry_id == 0:
+            self._schedule_trim()  # the background loop re-arms its max-rollover-time timer
         if (
             self.state == State.LEDGER_OPENED
             and self._current is not None

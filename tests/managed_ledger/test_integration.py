@@ -15,6 +15,7 @@ import trio
 import metadata
 from bookie.client.bookkeeper import BookKeeper
 from bookie.client.config import ClientConfig
+from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from tests.fixtures.processes import REPO_ROOT
 from tests.managed_ledger.cluster import start_bookie
@@ -176,3 +177,100 @@ async def test_second_process_fences_the_first(driver, zk_url, ml_config) -> Non
         # the old owner cannot move the cursor under the new owner either
         r = await d.call(op="mark_delete", position=str(acked[5]))
         assert r == {"error": "ManagedLedgerFencedError"}
+
+
+async def test_rollover_by_size_and_time(bookie, zk_url, ml_config) -> None:
+    cfg = ml_config.replace(max_size_per_ledger_mb=1, retention_time_minutes=-1, retention_size_mb=-1)
+    async with Owner(zk_url, cfg) as f:
+        ml = await f.open(NAME)
+        ps = [await ml.add_entry(b"s" * (300 * 1024)) for _ in range(8)]
+        # 4 x 300 KB reach 1 MB: ledgers of 4, 4 entries
+        assert [len([p for p in ps if p.ledger_id == lid]) for lid in sorted({p.ledger_id for p in ps})] == [4, 4]
+        timed = await f.open(NAME + "-t", cfg.replace(maximum_rollover_time_ms=300))
+        a = await timed.add_entry(b"a")
+        with trio.fail_after(10):
+            while timed.current_ledger_id == a.ledger_id:
+                await trio.sleep(0.05)
+        b = await timed.add_entry(b"b")
+        assert b.ledger_id > a.ledger_id
+
+
+async def test_empty_ledgers_dropped_on_reopen(bookie, zk_url, ml_config) -> None:
+    cfg = ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)
+    async with Owner(zk_url, cfg) as f:
+        ml = await f.open(NAME)
+        await ml.open_cursor("s", "earliest")
+        await ml.add_entry(b"one")
+        first = ml.current_ledger_id
+    for _ in range(2):  # each open adds a ledger; the empty ones must not pile up
+        async with Owner(zk_url, cfg) as f:
+            ml = await f.open(NAME)
+            empty = ml.current_ledger_id
+    async with Owner(zk_url, cfg) as f:
+        ml = await f.open(NAME)
+        assert [li.ledger_id for li in ml.ledgers][0] == first
+        assert [li.entries for li in ml.ledgers] == [1, 0]
+        with pytest.raises(BKNoSuchLedgerError):
+            await f.bk.get_ledger_metadata(empty)
+        c = ml.cursors["s"]
+        assert [e.data for e in await c.read_entries(10)] == [b"one"]
+
+
+async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config) -> None:
+    async with Owner(zk_url, ml_config) as f:
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("s", "earliest")
+        ps: list[Position] = []
+
+        async def add(count: int) -> None:
+            for _ in range(count):
+                ps.append(await ml.add_entry(b""))
+
+        async with trio.open_nursery() as n:  # 100 producers: many adds in flight
+            for _ in range(100):
+                n.start_soon(add, 201)
+        ps.sort()
+        await c.delete(ps[1::2])
+        assert len(ps) == 20100 and len(c.individually_deleted_ranges) == 10050
+        # more than max_unacked_ranges_to_persist_in_metadata_store: stays in the cursor ledger
+    async with Owner(zk_url, ml_config) as f:
+        ml = await f.open(NAME)
+        c = ml.cursors["s"]
+        # exactly the persisted 10000 ranges come back; the 50 others are redelivered
+        assert len(c.individually_deleted_ranges) == 10000
+        assert c.number_of_entries_in_backlog == 20100 - 10000
+        assert c.stats()["individuallyDeletedMessages"].startswith(f"[({ps[0]}..{ps[1]}]")
+
+
+async def test_retention_matrix(bookie, zk_url, ml_config) -> None:
+    """0/0, -1/-1, time only, size only; consumed ledgers only; the current one kept."""
+    entry = b"r" * (100 * 1024)
+    async with Owner(zk_url, ml_config.replace(max_entries_per_ledger=4)) as f:
+
+        async def scenario(name: str, time_min: int, size_mb: int, consume: int = 16, age_ms: int = 0) -> list[int]:
+            ml = await f.open(f"{NAME}-{name}", f.config.replace(retention_time_minutes=time_min, retention_size_mb=size_mb))
+            c = await ml.open_cursor("s", "earliest")
+            ps = [await ml.add_entry(entry) for _ in range(16)]  # 4 full ledgers of 400 KB
+            await ml.rollover()
+            before = [li.ledger_id for li in ml.ledgers]
+            for li in ml.ledgers[:-1]:
+                li.timestamp_ms -= age_ms
+            if consume:
+                await c.mark_delete(ps[consume - 1])
+            await ml.trim()
+            after = [li.ledger_id for li in ml.ledgers]
+            deleted = [lid for lid in before if lid not in after]
+            for lid in deleted:  # gone from the bookies' metadata too
+                with pytest.raises(BKNoSuchLedgerError):
+                    await f.bk.get_ledger_metadata(lid)
+            assert ml.current_ledger_id in after
+            return [before.index(lid) for lid in deleted]
+
+        assert await scenario("zero", 0, 0) == [0, 1, 2, 3]
+        assert await scenario("zero-partly-consumed", 0, 0, consume=9) == [0, 1]
+        assert await scenario("unlimited", -1, -1) == []
+        assert await scenario("time-young", 1, -1) == []
+        assert await scenario("time-old", 1, -1, age_ms=61_000) == [0, 1, 2, 3]
+        # 1600 KB stored: deleting the first leaves 1200 KB >= 1 MB, the second would leave 800 KB
+        assert await scenario("size", -1, 1) == [0]
+        assert await scenario("size-unconsumed", -1, 0, consume=0) == []

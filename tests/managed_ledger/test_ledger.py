@@ -78,7 +78,7 @@ async def test_rollover_by_size_and_time(factory, config) -> None:
     a = await ml2.add_entry(b"a")
     await trio.sleep(0.2)  # the idle ledger is rolled by the background loop
     b = await ml2.add_entry(b"b")
-    assert b.ledger_id != a.ledger_id and len(ml2.ledgers) >= 2
+    assert b.ledger_id != a.ledger_id
 
 
 async def test_minimum_rollover_time_gates_rollover(factory, config) -> None:
