@@ -130,12 +130,12 @@ class ClientConnection:
                     nursery.start_soon(self._keep_alive)
                     await self._reader()
                     nursery.cancel_scope.cancel()
-        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            self.close_reason = f"I/O error: {exc}"
-        except ProtocolError as exc:
-            self.close_reason = f"protocol error: {exc}"
-            log.warning("closing %s: %s", self.url, exc)
-        except Exception:  # a bug in a handler must not take the whole client down
+        except* (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as group:
+            self.close_reason = f"I/O error: {group.exceptions[0]}"
+        except* ProtocolError as group:
+            self.close_reason = f"protocol error: {group.exceptions[0]}"
+            log.warning("closing %s: %s", self.url, group.exceptions[0])
+        except* Exception:  # a bug in a handler must not take the whole client down
             self.close_reason = "internal error"
             log.exception("connection %s failed", self.url)
         finally:
