@@ -9,6 +9,11 @@ the long tree lists ids ascending.
 
 Allocation follows ZkLedgerIdGenerator: create `/ledgers/idgen/ID-` ephemeral + sequential;
 the server-assigned 10-digit suffix is the id (unique across processes), then delete the node.
+ZooKeeper's sequence counter is a signed 32-bit int, so once it reaches 2^31-1 (or wraps) we
+switch for good to the long generator, like LongZkLedgerIdGenerator:
+`/ledgers/idgen-long/HOB-<high 32 bits>/ID-<low bits>`, the id being ``hob << 32 | low``,
+with HOB starting at 1 so long ids never collide with short ones; a HOB whose sequence is
+used up is followed by HOB+1. The existence of `/ledgers/idgen-long` is the persistent switch.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
-from metadata.errors import NotFoundError
+from metadata.errors import AlreadyExistsError, NotFoundError
 from metadata.store import MetadataStore
 
 LEDGERS_ROOT = "/ledgers"
 IDGEN_PATH = "idgen"
+IDGEN_LONG_PATH = "idgen-long"
 IDGEN_PREFIX = "ID-"
+HOB_PREFIX = "HOB-"
 SHORT_ID_LIMIT = 2**31 - 1  # Integer.MAX_VALUE: ids below it use the short layout
 MAX_LEDGER_ID = 2**63 - 1
 # Children of the root that are not part of the ledger trees.
@@ -32,6 +39,7 @@ NON_LEDGER_NODES = frozenset(
 _SHORT_SPLIT = (2, 4, 4)
 _LONG_SPLIT = (3, 4, 4, 4, 4)
 _LEAF = re.compile(r"^L\d{4}$")
+_HOB = re.compile(r"^HOB-\d{10}$")
 
 
 def _split(digits: str, widths: tuple[int, ...]) -> list[str]:
@@ -73,17 +81,45 @@ def ledger_id_from_path(path: str, root: str = LEDGERS_ROOT) -> int:
     return ledger_id
 
 
-async def allocate_ledger_id(store: MetadataStore, root: str = LEDGERS_ROOT) -> int:
-    """A new ledger id, unique across every process sharing the store."""
-    node = await store.create(
-        f"{root}/{IDGEN_PATH}/{IDGEN_PREFIX}", b"", ephemeral=True, sequential=True, make_parents=True
-    )
-    ledger_id = int(node.rsplit(IDGEN_PREFIX, 1)[1])
+async def _take_sequence(store: MetadataStore, parent: str) -> int:
+    """One server-assigned sequence number under `parent` (the node is removed again)."""
+    node = await store.create(f"{parent}/{IDGEN_PREFIX}", b"", ephemeral=True, sequential=True, make_parents=True)
+    number = int(node.rsplit(IDGEN_PREFIX, 1)[1])  # negative once a 32-bit counter wraps
     try:
         await store.delete(node)
     except NotFoundError:
         pass  # the session ended meanwhile and took the ephemeral node with it
-    return ledger_id
+    return number
+
+
+async def _allocate_long(store: MetadataStore, root: str) -> int:
+    base = f"{root}/{IDGEN_LONG_PATH}"
+    while True:
+        try:
+            names = await store.children(base)
+        except NotFoundError:
+            names = []
+        hob = max((int(n[len(HOB_PREFIX) :]) for n in names if _HOB.match(n)), default=1)
+        low = await _take_sequence(store, f"{base}/{HOB_PREFIX}{hob:010d}")
+        if 0 <= low < SHORT_ID_LIMIT:
+            return (hob << 32) | low
+        try:  # this HOB's counter is used up: open the next one and retry there
+            await store.create(f"{base}/{HOB_PREFIX}{hob + 1:010d}", b"", make_parents=True)
+        except AlreadyExistsError:
+            pass
+
+
+async def allocate_ledger_id(store: MetadataStore, root: str = LEDGERS_ROOT) -> int:
+    """A new ledger id, unique across every process sharing the store."""
+    if await store.exists(f"{root}/{IDGEN_LONG_PATH}") is None:
+        ledger_id = await _take_sequence(store, f"{root}/{IDGEN_PATH}")
+        if 0 <= ledger_id < SHORT_ID_LIMIT:
+            return ledger_id
+        try:  # the 32-bit sequence is exhausted: every allocator switches to long ids
+            await store.create(f"{root}/{IDGEN_LONG_PATH}", b"", make_parents=True)
+        except AlreadyExistsError:
+            pass
+    return await _allocate_long(store, root)
 
 
 async def _sorted_children(store: MetadataStore, path: str, width: int, leaf: bool) -> list[str]:

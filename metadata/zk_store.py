@@ -134,7 +134,7 @@ class ZooKeeperStore(MetadataStore):
             hosts=hosts,
             timeout=session_timeout_s,
             # Reconnect quickly after a ZooKeeper restart; retry forever (ops time out instead).
-            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0, ignore_expire=False),
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
         )
 
         def start() -> None:

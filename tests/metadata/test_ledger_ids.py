@@ -100,3 +100,18 @@ async def test_allocation_unique_across_sessions(backend: Backend) -> None:
             nursery.start_soon(allocate, s1 if i % 2 else s2)
     assert len(got) == len(set(got)) == 80
     assert await s1.children("/ledgers/idgen") == []
+
+
+async def test_long_id_generator_after_switch(store: MetadataStore) -> None:
+    short = await allocate_ledger_id(store)
+    assert 0 <= short < 2**31 - 1
+    # The persistent switch BookKeeper flips when the 32-bit ZooKeeper sequence runs out.
+    await store.create("/ledgers/idgen-long", b"")
+    ids = [await allocate_ledger_id(store) for _ in range(5)]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert all(i >> 32 == 1 for i in ids)
+    assert ledger_path(ids[0]).count("/") == 6  # long layout
+    # Allocation uses the highest HOB (the next one is created when a HOB is used up).
+    await store.create("/ledgers/idgen-long/HOB-0000000002", b"")
+    assert (await allocate_ledger_id(store)) >> 32 == 2
+    assert await store.children("/ledgers/idgen-long/HOB-0000000001") == []
