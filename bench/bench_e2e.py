@@ -1,0 +1,268 @@
+"""End-to-end broker benchmark with the official pulsar-client against `quire standalone`.
+
+One producer and one consumer on one topic: 100 B and 1 KiB messages with batching on
+(msgs/s and MB/s produced, and consumed end to end), then one-at-a-time publish latency
+(p50/p99) at a fixed moderate rate with batching off. References measured in the same run:
+  * throughput: the same payload bytes pushed over a loopback TCP connection by the same
+    Python process (what the machine's loopback + interpreter give a single stream);
+  * latency: write + fdatasync of a small record in the data directory (every acknowledged
+    non-batched publish waits for one journal fsync).
+Prints ratios (and the issue's targets: 300k msgs/s at 100 B, p99 <= 1 ms) and writes
+bench/results/bench_e2e.json.
+
+    .venv/bin/python bench/bench_e2e.py [--messages 200000] [--latency-messages 2000] [--rate 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_standalone(root: Path) -> tuple[subprocess.Popen, int]:
+    port, web = free_port(), free_port()
+    cmd = [sys.executable, "-m", "quire", "standalone", "--data-dir", str(root / "data"), "--port", str(port),
+           "--web-port", str(web), "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(root / "standalone.log", "w"))
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=1)
+            return proc, port
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("standalone did not start: " + (root / "standalone.log").read_text()[-2000:])
+
+
+def throughput(client, size: int, n: int) -> dict:  # type: ignore[no-untyped-def]
+    import pulsar
+
+    topic = f"persistent://public/default/bench-{size}-{time.time_ns()}"
+    consumer = client.subscribe(topic, "bench", receiver_queue_size=5000)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
+                                      batching_max_publish_delay_ms=5, max_pending_messages=20000,
+                                      block_if_queue_full=True, compression_type=pulsar.CompressionType.NONE)
+    payload = os.urandom(size)
+    done = threading.Event()
+    received = [0, 0.0]
+
+    def consume() -> None:
+        last = None
+        while received[0] < n:
+            m = consumer.receive(timeout_millis=30000)
+            received[0] += 1
+            last = m
+            if received[0] % 1000 == 0:
+                consumer.acknowledge_cumulative(m)
+        if last is not None:
+            consumer.acknowledge_cumulative(last)
+        received[1] = time.perf_counter()
+        done.set()
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    start = time.perf_counter()
+    for _ in range(n):
+        producer.send_async(payload, None)
+    producer.flush()
+    produced_s = time.perf_counter() - start
+    done.wait(300)
+    consumed_s = received[1] - start
+    producer.close()
+    consumer.close()
+    return {
+        "size": size, "messages": n,
+        "produce_msgs_per_s": n / produced_s, "produce_mb_per_s": n * size / produced_s / 1e6,
+        "consume_msgs_per_s": n / consumed_s, "consume_mb_per_s": n * size / consumed_s / 1e6,
+    }
+
+
+def latency(client, n: int, rate: float) -> dict:  # type: ignore[no-untyped-def]
+    topic = f"persistent://public/default/bench-lat-{time.time_ns()}"
+    producer = client.create_producer(topic, batching_enabled=False)
+    payload = os.urandom(100)
+    for _ in range(50):
+        producer.send(payload)  # warm-up: topic loaded, ledger open
+    lat = []
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    for _ in range(n):
+        now = time.perf_counter()
+        if now < next_at:
+            time.sleep(next_at - now)
+        t0 = time.perf_counter()
+        producer.send(payload)
+        lat.append(time.perf_counter() - t0)
+        next_at += interval
+    producer.close()
+    lat.sort()
+    return {"messages": n, "rate": rate, "p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3,
+            "mean_ms": statistics.mean(lat) * 1e3}
+
+
+def raw_protocol_throughput(port: int, size: int, batch: int, batches: int, outstanding: int = 64) -> dict:
+    """Pre-encoded batched SENDs over one connection (no client-library cost): what the
+    broker + bookie path itself sustains, measured with the project's codec."""
+    sys.path.insert(0, str(REPO))
+    from clients.protocol import batch as B
+    from clients.protocol import commands as C
+    from clients.protocol import frames
+    from clients.protocol import pulsar_api_pb2 as pb
+
+    topic = f"persistent://public/default/bench-raw-{size}-{time.time_ns()}"
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    dec = frames.FrameDecoder()
+
+    def wait_for(kind: int) -> list:
+        got = []
+        while not any(f.command.type == kind for f in got):
+            got.extend(dec.feed(sock.recv(1 << 20)))
+        return got
+
+    sock.sendall(frames.encode_command(C.connect("bench", protocol_version=20)))
+    wait_for(pb.BaseCommand.CONNECTED)
+    sock.sendall(frames.encode_command(C.producer(topic, 1, 1, producer_name="raw")))
+    wait_for(pb.BaseCommand.PRODUCER_SUCCESS)
+    payload = B.serialize_batch([(C.single_message_metadata(payload_size=size), os.urandom(size))] * batch)
+    start = time.perf_counter()
+    sent = acked = 0
+    while acked < batches:
+        while sent < batches and sent - acked < outstanding:
+            md = C.message_metadata("raw", sent * batch, int(time.time() * 1000), num_messages_in_batch=batch)
+            sock.sendall(frames.encode_payload_command(C.send(1, sent * batch, batch), md, payload))
+            sent += 1
+        for f in dec.feed(sock.recv(1 << 20)):
+            if f.command.type == pb.BaseCommand.SEND_RECEIPT:
+                acked += 1
+    elapsed = time.perf_counter() - start
+    sock.close()
+    n = batches * batch
+    return {"size": size, "messages": n, "msgs_per_s": n / elapsed, "mb_per_s": n * size / elapsed / 1e6}
+
+
+def loopback_reference(total_bytes: int) -> float:
+    """Bytes/s one Python sender pushes through loopback TCP to one Python receiver."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    got = [0]
+
+    def recv() -> None:
+        conn, _ = srv.accept()
+        while got[0] < total_bytes:
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                break
+            got[0] += len(chunk)
+        conn.close()
+
+    t = threading.Thread(target=recv)
+    t.start()
+    chunk = os.urandom(64 * 1024)
+    s = socket.create_connection(("127.0.0.1", port))
+    start = time.perf_counter()
+    sent = 0
+    while sent < total_bytes:
+        s.sendall(chunk)
+        sent += len(chunk)
+    t.join()
+    elapsed = time.perf_counter() - start
+    s.close()
+    srv.close()
+    return sent / elapsed
+
+
+def fsync_reference(directory: Path, n: int = 500) -> dict:
+    path = directory / "fsync-probe"
+    lat = []
+    with open(path, "wb") as f:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            f.write(b"x" * 256)
+            f.flush()
+            os.fdatasync(f.fileno())
+            lat.append(time.perf_counter() - t0)
+    path.unlink()
+    lat.sort()
+    return {"p50_ms": lat[len(lat) // 2] * 1e3, "p99_ms": lat[int(len(lat) * 0.99)] * 1e3}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--latency-messages", type=int, default=2000)
+    ap.add_argument("--rate", type=float, default=500.0)
+    ap.add_argument("--dir", default="/tmp")
+    args = ap.parse_args()
+    import pulsar
+
+    root = Path(tempfile.mkdtemp(prefix="bench-e2e-", dir=args.dir))
+    proc, port = start_standalone(root)
+    log = logging.getLogger("pulsar")
+    log.setLevel(logging.ERROR)
+    results: dict = {"throughput": [], "targets": {"msgs_per_s_100b": 300_000, "p99_ms": 1.0}}
+    try:
+        client = pulsar.Client(f"pulsar://127.0.0.1:{port}", operation_timeout_seconds=60, logger=log)
+        for size in (100, 1024):
+            n = args.messages if size == 100 else args.messages // 2
+            r = throughput(client, size, n)
+            ref = loopback_reference(n * size)
+            r["loopback_reference_mb_per_s"] = ref / 1e6
+            r["consume_vs_loopback"] = r["consume_mb_per_s"] * 1e6 / ref
+            results["throughput"].append(r)
+            print(f"{size:5d} B batched: produce {r['produce_msgs_per_s']:10,.0f} msg/s {r['produce_mb_per_s']:7.1f} MB/s | "
+                  f"end-to-end consume {r['consume_msgs_per_s']:10,.0f} msg/s {r['consume_mb_per_s']:7.1f} MB/s | "
+                  f"loopback reference {ref / 1e6:8.1f} MB/s (ratio {r['consume_vs_loopback']:.3f})")
+        raw = raw_protocol_throughput(port, 100, 1000, max(50, args.messages // 1000))
+        results["raw_protocol_100b"] = raw
+        print(f"  100 B raw protocol (pre-encoded batches of 1000, no client library): "
+              f"{raw['msgs_per_s']:10,.0f} msg/s {raw['mb_per_s']:7.1f} MB/s "
+              f"({raw['msgs_per_s'] / results['throughput'][0]['produce_msgs_per_s']:.1f}x the official client's rate)")
+        lat = latency(client, args.latency_messages, args.rate)
+        fs = fsync_reference(root)
+        lat["fsync_reference"] = fs
+        lat["p99_vs_fsync_p99"] = lat["p99_ms"] / fs["p99_ms"] if fs["p99_ms"] else None
+        results["latency"] = lat
+        print(f"publish latency (batching off, {args.rate:.0f} msg/s): p50 {lat['p50_ms']:.2f} ms p99 {lat['p99_ms']:.2f} ms | "
+              f"fdatasync reference p50 {fs['p50_ms']:.2f} ms p99 {fs['p99_ms']:.2f} ms (p99 ratio {lat['p99_vs_fsync_p99']:.2f})")
+        t100 = results["throughput"][0]["produce_msgs_per_s"]
+        print(f"vs targets: 100 B produce {t100 / 300_000:.2f}x of 300k msg/s; p99 {lat['p99_ms']:.2f} ms vs 1 ms")
+        client.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(root, ignore_errors=True)
+    out = REPO / "bench" / "results" / "bench_e2e.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
