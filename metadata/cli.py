@@ -130,7 +130,13 @@ def get_cmd(url: str, timeout: float, raw: bool, show_stat: bool, path: str) -> 
 @URL_OPTION
 @TIMEOUT_OPTION
 @click.option("--json", "as_json", is_flag=True, help="VALUE is JSON: store it as msgpack")
-@click.option("--version", "expected_version", type=int, default=None, help="compare-and-set: expected version (-1 = must not exist)")
+@click.option(
+    "--version",
+    "expected_version",
+    type=int,
+    default=None,
+    help="compare-and-set: expected version (-1 = must not exist)",
+)
 @click.option("-p", "--parents", is_flag=True, help="create missing parent nodes")
 @click.argument("path")
 @click.argument("value", required=False)

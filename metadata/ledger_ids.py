@@ -72,7 +72,7 @@ def ledger_id_from_path(path: str, root: str = LEDGERS_ROOT) -> int:
     if len(parts) != len(widths) or not _LEAF.match(parts[-1]):
         raise ValueError(f"{path!r} is not a ledger path")
     parts[-1] = parts[-1][1:]
-    for part, width in zip(parts, widths):
+    for part, width in zip(parts, widths, strict=True):
         if len(part) != width or not part.isdigit() or not part.isascii():
             raise ValueError(f"{path!r} is not a ledger path")
     ledger_id = int("".join(parts))

@@ -70,7 +70,7 @@ class NodeRecord:
         )
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "NodeRecord":
+    def from_bytes(cls, data: bytes) -> NodeRecord:
         d = msgpack.unpackb(data, raw=False)
         return cls(
             value=d["value"],
@@ -110,7 +110,7 @@ class NodeTable(abc.ABC):
         """Atomically write `puts` and remove `deletes` (given with their last record so the
         table can maintain its ephemeral index). Durable only after the next `sync()`."""
 
-    def sync(self) -> None:
+    def sync(self) -> None:  # noqa: B027 (optional hook: a memory table has nothing to sync)
         """Make every commit so far durable. Called outside the tree lock, so concurrent
         writers share one fsync (group commit)."""
 
@@ -122,7 +122,7 @@ class NodeTable(abc.ABC):
     def next_session_id(self) -> int:
         """A session id never handed out before by this table."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook)
         """Release resources (the tree is unusable afterwards)."""
 
 
@@ -276,7 +276,9 @@ class LocalTree:
             if state is not None:
                 deliver(state.token, callback, event)
 
-    def _watch(self, table: dict[str, list[tuple[int, WatchCallback]]], sid: int, path: str, cb: WatchCallback | None) -> None:
+    def _watch(
+        self, table: dict[str, list[tuple[int, WatchCallback]]], sid: int, path: str, cb: WatchCallback | None
+    ) -> None:
         if cb is None:
             return
         entry = (sid, cb)

@@ -125,7 +125,7 @@ class RocksDBNodeTable(NodeTable):
         self._db.close()
 
 
-_registry: dict[str, "EmbeddedMetadata"] = {}
+_registry: dict[str, EmbeddedMetadata] = {}
 _registry_lock = threading.Lock()
 
 
@@ -142,7 +142,7 @@ class EmbeddedMetadata:
         self._refs = 0
 
     @classmethod
-    async def open(cls, path: str | os.PathLike[str]) -> "EmbeddedMetadata":
+    async def open(cls, path: str | os.PathLike[str]) -> EmbeddedMetadata:
         """The process's EmbeddedMetadata for `path` (opened if needed); release with close()."""
         key = os.path.realpath(path)
         with _registry_lock:
@@ -196,7 +196,7 @@ class EmbeddedMetadata:
         """Release this reference (the database closes with the last one)."""
         await trio.to_thread.run_sync(self._release)
 
-    async def __aenter__(self) -> "EmbeddedMetadata":
+    async def __aenter__(self) -> EmbeddedMetadata:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -31,11 +31,10 @@ from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
-    NoNodeError,
     NodeExistsError,
+    NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
-    ZookeeperError,
 )
 from kazoo.exceptions import BadVersionError as KazooBadVersionError
 from kazoo.exceptions import NoChildrenForEphemeralsError as KazooNoChildrenForEphemeralsError
@@ -46,6 +45,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
 from metadata import paths
+from metadata.callbacks import deliver
 from metadata.errors import (
     AlreadyExistsError,
     BadVersionError,
@@ -57,7 +57,6 @@ from metadata.errors import (
     SessionLostError,
     StoreUnavailableError,
 )
-from metadata.callbacks import deliver
 from metadata.store import EventType, MetadataStore, Stat, WatchCallback, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -125,7 +124,7 @@ class ZooKeeperStore(MetadataStore):
         *,
         session_timeout_s: float = 30.0,
         operation_timeout_s: float = 10.0,
-    ) -> "ZooKeeperStore":
+    ) -> ZooKeeperStore:
         """Open a session (creating `chroot` if missing); StoreUnavailableError if ZooKeeper
         does not answer within `operation_timeout_s`."""
         if chroot:
