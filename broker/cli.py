@@ -45,13 +45,24 @@ def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...])
 
 
 async def _until_signal(main: Callable[..., Awaitable[None]], *args: Any) -> None:
+    """Run ``main(*args, stop=event)``: the first SIGINT/SIGTERM sets the event (orderly
+    shutdown), a second one cancels everything."""
+    stop = trio.Event()
     async with trio.open_nursery() as nursery:
+
+        async def runner() -> None:
+            await main(*args, stop=stop)
+            nursery.cancel_scope.cancel()
+
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            nursery.start_soon(main, *args)
+            nursery.start_soon(runner)
             async for sig in signals:
+                if stop.is_set():
+                    log.warning("second signal %s: exiting now", signal.Signals(sig).name)
+                    nursery.cancel_scope.cancel()
+                    return
                 log.info("signal %s: shutting down", signal.Signals(sig).name)
-                nursery.cancel_scope.cancel()
-                break
+                stop.set()
 
 
 def _logging(level: str) -> None:
@@ -90,11 +101,14 @@ def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
     _logging(log_level)
     config = build_config(conf, flags, sets)
 
-    async def main() -> None:
+    async def main(stop: trio.Event) -> None:
         store = await open_store(config.metadata_store_url,
                                  session_timeout_s=config.metadata_store_session_timeout_millis / 1000)
         try:
-            await run_broker(config, store)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(run_broker, config, store)
+                await stop.wait()
+                nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
                 await store.close()

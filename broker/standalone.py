@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from bookie.bookie import run_bookie
+from bookie.bookie import Bookie
 from bookie.client import BookKeeper, ClientConfig
 from bookie.config import BookieConfig
 from broker.admin import serve_admin
@@ -59,8 +59,11 @@ async def run_standalone(
     broker_config: BrokerConfig,
     bookie_overrides: dict[str, Any] | None = None,
     *,
+    stop: trio.Event | None = None,
     task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    """Run until ``stop`` is set (or cancelled). A stop shuts the broker down first (topics
+    closed, cursors persisted) and only then the bookie (journal flushed, checkpoint)."""
     broker_config, bookie_config, store_url = standalone_configs(data_dir, broker_config, bookie_overrides)
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     # The bookie's port is part of its identity (cookie, ledger ensembles): a node started
@@ -68,13 +71,24 @@ async def run_standalone(
     port_file = Path(data_dir) / "bookie_port"
     if bookie_config.bookie_port == 0 and port_file.exists():
         bookie_config.bookie_port = int(port_file.read_text().strip())
+    stop = stop if stop is not None else trio.Event()
     store = await open_store(store_url)
     try:
         async with trio.open_nursery() as outer:
-            bookie = await outer.start(run_bookie, bookie_config, store)
+            bookie = Bookie(bookie_config, store)
+            await bookie.start(outer)
             port_file.write_text(f"{bookie.port}\n")
             log.info("standalone bookie %s ready", bookie.bookie_id)
-            await run_broker(broker_config, store, task_status=task_status)
+            async with trio.open_nursery() as inner:
+                service = await inner.start(run_broker, broker_config, store)
+                task_status.started(service)
+                await stop.wait()
+                log.info("stopping the broker")
+                inner.cancel_scope.cancel()
+            log.info("stopping the bookie")
+            with trio.CancelScope(shield=True):
+                await bookie.close()
+            outer.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             await store.close()

@@ -57,5 +57,18 @@ def test_sigkill_and_restart_keeps_data_and_cursors(tmp_path: Path) -> None:
         p2.send(b"after-restart")
         assert untouched.receive(timeout_millis=5000).data() == b"after-restart"
         client.close()
+        # SIGTERM is an orderly shutdown (broker, then bookie) with exit status 0, and the
+        # node comes back with the same data.
+        assert node.proc.terminate() == 0
+        node.proc.start()
+        node.proc.wait_ready(60)
+        client = node.client()
+        reader = client.create_reader(t, pulsar.MessageId.earliest)
+        count = 0
+        while reader.has_message_available():
+            reader.read_next(timeout_millis=5000)
+            count += 1
+        assert count == 301
+        client.close()
     finally:
         node.proc.kill()
