@@ -21,7 +21,6 @@ from bookie import cookie, log_mark
 from bookie import journal_format as jf
 from bookie.config import BookieConfig
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
-from bookie.http import serve_http
 from bookie.journal import Journal, replay_records
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
 from bookie.metrics import BookieMetrics
@@ -155,6 +154,8 @@ class Bookie:
                     await nursery.start(self.registration.run)
                     self.port = await nursery.start(self._serve)
                     if self.config.http_server_enabled:
+                        from bookie.http import serve_http  # hypercorn + starlette: import only if used
+
                         self.http_port = await nursery.start(
                             serve_http, self, self.config.listening_interface, self.config.http_server_port,
                             self._http_shutdown,
