@@ -1,6 +1,6 @@
 """The in-process node tree behind the memory and RocksDB backends (ZooKeeper semantics).
 
-`LocalTree` holds the rules: versions, sequential suffixes from the parent's cversion,
+`LocalTree` holds the rules: versions, sequential suffixes from the parent's create count,
 ephemeral owners, one-shot watches and sessions. It stores nodes through a `NodeTable`
 (a dict for `memory://`, RocksDB for `rocksdb://`). Every operation runs whole under one
 `threading.Lock`, so a compare-and-set is atomic even when operations run in worker threads
@@ -52,7 +52,10 @@ class NodeRecord:
     ctime_ms: int
     mtime_ms: int
     ephemeral_owner: int = 0  # session id; 0 = persistent
-    cversion: int = 0  # bumped on every child create/delete; source of sequential suffixes
+    cversion: int = 0  # bumped on every child create and delete (ZooKeeper's cversion)
+    # Children ever created: the next sequential suffix. ZooKeeper (3.8, checked against the
+    # real server) numbers sequential children by creates only; deletes do not advance it.
+    seq: int = 0
     num_children: int = 0
 
     def to_bytes(self) -> bytes:
@@ -64,6 +67,7 @@ class NodeRecord:
                 "mtime": self.mtime_ms,
                 "ephemeral_owner": self.ephemeral_owner,
                 "cversion": self.cversion,
+                "seq": self.seq,
                 "num_children": self.num_children,
             },
             use_bin_type=True,
@@ -79,6 +83,7 @@ class NodeRecord:
             mtime_ms=d["mtime"],
             ephemeral_owner=d.get("ephemeral_owner", 0),
             cversion=d.get("cversion", 0),
+            seq=d.get("seq", 0),
             num_children=d.get("num_children", 0),
         )
 
@@ -325,7 +330,7 @@ class LocalTree:
                 raise NotFoundError(f"parent of {path} does not exist")
             if parent_rec.ephemeral_owner:
                 raise NoChildrenForEphemeralsError(f"{parent} is ephemeral")
-            real = f"{path}{parent_rec.cversion:010d}" if sequential else path
+            real = f"{path}{parent_rec.seq:010d}" if sequential else path
             if txn.get(real) is not None:
                 raise AlreadyExistsError(real)
             rec = self._add(txn, real, value, sid if ephemeral else 0)
@@ -388,7 +393,15 @@ class LocalTree:
         parent = paths.parent_of(path)
         parent_rec = txn.get(parent)
         assert parent_rec is not None
-        txn.put(parent, replace(parent_rec, cversion=parent_rec.cversion + 1, num_children=parent_rec.num_children + 1))
+        txn.put(
+            parent,
+            replace(
+                parent_rec,
+                cversion=parent_rec.cversion + 1,
+                seq=parent_rec.seq + 1,
+                num_children=parent_rec.num_children + 1,
+            ),
+        )
         txn.put(path, rec)
         txn.events += [(path, EventType.CREATED), (parent, EventType.CHILDREN)]
         return rec
