@@ -752,7 +752,8 @@ class Consumer(ConsumerBase):
             return last_key > self._last_dequeued._key()
         start = self._config.start_message_id
         if start is None or start.is_latest():
-            return mark is not None and last_key > mark._key()
+            # The mark-delete position covers whole entries: compare (ledger, entry) only.
+            return mark is not None and last_key[:2] > mark._key()[:2]
         if start.is_earliest():
             return True
         entry_key = start._key()[:2]

@@ -1,0 +1,178 @@
+"""CLI commands of the client package: ``quire produce|consume|read|perf|admin``.
+
+``produce``/``consume``/``read`` run the trio ``AsyncClient`` directly; ``perf`` lives in
+``clients/perf.py`` and ``admin`` (the REST client) in ``clients/admin_cli.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import trio
+
+from . import errors
+from .admin_cli import admin
+from .async_client import AsyncClient
+from .message_id import MessageId
+from .options import ConsumerType, InitialPosition
+from .perf import perf
+
+__all__ = ["admin", "consume", "perf", "produce", "read"]
+
+URL_OPTION = click.option(
+    "--url", "service_url", default="pulsar://localhost:6650", envvar="QUIRE_SERVICE_URL", show_default=True,
+    help="broker service URL",
+)
+
+
+def _properties(pairs: tuple[str, ...]) -> dict[str, str] | None:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"property {pair!r} is not key=value")
+        out[key] = value
+    return out or None
+
+
+def _show(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+@click.command()
+@click.argument("topic")
+@click.option("-m", "--message", "messages", multiple=True, help="message body (repeatable)")
+@click.option("-f", "--file", "files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="send a file's bytes as one message (repeatable)")
+@click.option("-n", "--num-produce", default=1, show_default=True, help="send each message this many times")
+@click.option("-r", "--rate", default=0.0, help="messages per second (0: as fast as possible)")
+@click.option("-k", "--key", default=None, help="partition key")
+@click.option("-p", "--property", "props", multiple=True, help="key=value property (repeatable)")
+@click.option("-z", "--compression", type=click.Choice(["NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"]), default="NONE")
+@click.option("--chunking/--no-chunking", default=False, help="split messages above the max message size")
+@URL_OPTION
+def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_produce: int, rate: float,
+            key: str | None, props: tuple[str, ...], compression: str, chunking: bool, service_url: str) -> None:
+    """Produce messages to TOPIC."""
+    bodies = [m.encode() for m in messages] + [p.read_bytes() for p in files]
+    if not bodies:
+        raise click.UsageError("give at least one -m MESSAGE or -f FILE")
+    from .options import CompressionType
+
+    codec = {"ZLIB": "ZLib"}.get(compression, compression)
+
+    async def main() -> int:
+        async with AsyncClient(service_url) as client:
+            producer = await client.create_producer(
+                topic, compression_type=CompressionType[codec], chunking_enabled=chunking,
+                batching_enabled=not chunking, block_if_queue_full=True,
+            )
+            futures = []
+            start = trio.current_time()
+            sent = 0
+            for _ in range(num_produce):
+                for body in bodies:
+                    if rate > 0:
+                        await trio.sleep_until(start + sent / rate)
+                    futures.append(await producer.send_async(body, partition_key=key, properties=_properties(props)))
+                    sent += 1
+            await producer.flush()
+            for fut in futures:
+                await fut.wait()
+            await producer.close()
+            return sent
+
+    try:
+        count = trio.run(main)
+    except errors.PulsarException as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    click.echo(f"{count} messages successfully produced")
+
+
+@click.command()
+@click.argument("topic")
+@click.option("-s", "--subscription-name", required=True, help="subscription name")
+@click.option("-n", "--num-messages", default=1, show_default=True, help="messages to consume (0: forever)")
+@click.option("-t", "--subscription-type", type=click.Choice([t.name for t in ConsumerType]), default="Exclusive",
+              show_default=True)
+@click.option("--earliest", is_flag=True, help="a new subscription starts at the earliest message")
+@click.option("--timeout", "timeout_s", default=0.0, help="give up after this many seconds without a message (0: wait)")
+@click.option("--hide-content", is_flag=True, help="print message ids only")
+@URL_OPTION
+def consume(topic: str, subscription_name: str, num_messages: int, subscription_type: str, earliest: bool,
+            timeout_s: float, hide_content: bool, service_url: str) -> None:
+    """Consume messages from TOPIC through a subscription, acknowledging each."""
+
+    async def main() -> int:
+        async with AsyncClient(service_url) as client:
+            consumer = await client.subscribe(
+                topic, subscription_name, consumer_type=ConsumerType[subscription_type],
+                initial_position=InitialPosition.Earliest if earliest else InitialPosition.Latest,
+            )
+            got = 0
+            while num_messages == 0 or got < num_messages:
+                try:
+                    msg = await consumer.receive(int(timeout_s * 1000) if timeout_s > 0 else None)
+                except errors.Timeout:
+                    break
+                got += 1
+                line = str(msg.message_id()) if hide_content else f"{msg.message_id()} {_show(msg.data())}"
+                click.echo(line)
+                await consumer.acknowledge(msg)
+            await consumer.close()
+            return got
+
+    try:
+        count = trio.run(main)
+    except errors.PulsarException as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    click.echo(f"{count} messages successfully consumed", err=True)
+
+
+def parse_message_id(text: str) -> MessageId:
+    """``earliest``, ``latest`` or ``ledger:entry[:partition[:batch_index]]``."""
+    if text == "earliest":
+        return MessageId.earliest
+    if text == "latest":
+        return MessageId.latest
+    try:
+        parts = [int(p) for p in text.split(":")]
+    except ValueError:
+        raise click.BadParameter(f"bad message id {text!r}") from None
+    if not 2 <= len(parts) <= 4:
+        raise click.BadParameter(f"bad message id {text!r}: ledger:entry[:partition[:batch]]")
+    ledger, entry, partition, batch = (parts + [-1, -1])[:4]
+    return MessageId(partition, ledger, entry, batch)
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--start", default="earliest", show_default=True, help="earliest, latest or ledger:entry[:partition[:batch]]")
+@click.option("--inclusive", is_flag=True, help="include the start message")
+@click.option("-n", "--num-messages", default=0, help="stop after this many (0: until caught up)")
+@click.option("--follow", is_flag=True, help="keep waiting for new messages once caught up")
+@URL_OPTION
+def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: bool, service_url: str) -> None:
+    """Read TOPIC with a reader (no subscription is kept)."""
+    start_id = parse_message_id(start)
+
+    async def main() -> int:
+        async with AsyncClient(service_url) as client:
+            reader = await client.create_reader(topic, start_id, start_message_id_inclusive=inclusive)
+            got = 0
+            while num_messages == 0 or got < num_messages:
+                if not follow and not await reader.has_message_available():
+                    break
+                msg = await reader.read_next()
+                got += 1
+                click.echo(f"{msg.message_id()} {_show(msg.data())}")
+            await reader.close()
+            return got
+
+    try:
+        count = trio.run(main)
+    except errors.PulsarException as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    click.echo(f"{count} messages read", err=True)
+
