@@ -14,8 +14,8 @@ from typing import Any
 import click
 import trio
 
-from metadata import open_store
-from metadata.errors import MetadataError
+from metadata import open_store, parse_url
+from metadata.errors import MetadataError, StoreUnavailableError
 from metadata.store import MetadataStore, Stat
 
 URL_OPTION = click.option(
@@ -27,9 +27,25 @@ URL_OPTION = click.option(
 TIMEOUT_OPTION = click.option("--timeout", default=10.0, show_default=True, help="operation timeout in seconds")
 
 
-def _run(url: str, timeout: float, action: Callable[[MetadataStore], Awaitable[Any]]) -> Any:
+async def _open(url: str, timeout: float, read_only: bool) -> MetadataStore:
+    try:
+        return await open_store(url, operation_timeout_s=timeout)
+    except StoreUnavailableError:
+        scheme, _, path = parse_url(url)
+        if not (read_only and scheme == "rocksdb"):
+            raise
+    # A running standalone owns the embedded database: read a snapshot instead.
+    from metadata.rocksdb_store import open_rocksdb_store
+
+    click.echo("note: database in use by another process; showing a read-only snapshot", err=True)
+    return await open_rocksdb_store(path, read_only=True)
+
+
+def _run(
+    url: str, timeout: float, action: Callable[[MetadataStore], Awaitable[Any]], *, read_only: bool = False
+) -> Any:
     async def main() -> Any:
-        store = await open_store(url, operation_timeout_s=timeout)
+        store = await _open(url, timeout, read_only)
         try:
             return await action(store)
         finally:
@@ -104,7 +120,7 @@ def ls_cmd(url: str, timeout: float, recursive: bool, path: str) -> None:
         await walk(path)
         return out
 
-    for line in _run(url, timeout, action):
+    for line in _run(url, timeout, action, read_only=True):
         click.echo(line)
 
 
@@ -116,7 +132,7 @@ def ls_cmd(url: str, timeout: float, recursive: bool, path: str) -> None:
 @click.argument("path")
 def get_cmd(url: str, timeout: float, raw: bool, show_stat: bool, path: str) -> None:
     """Print the value of PATH."""
-    value, stat = _run(url, timeout, lambda store: store.get(path))
+    value, stat = _run(url, timeout, lambda store: store.get(path), read_only=True)
     if raw:
         sys.stdout.buffer.write(value)
         sys.stdout.buffer.flush()
@@ -181,5 +197,5 @@ def ledgers_cmd(url: str, timeout: float, root: str) -> None:
     async def action(store: MetadataStore) -> list[int]:
         return [lid async for lid in iter_ledger_ids(store, root)]
 
-    for ledger_id in _run(url, timeout, action):
+    for ledger_id in _run(url, timeout, action, read_only=True):
         click.echo(ledger_id)

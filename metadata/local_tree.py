@@ -102,6 +102,8 @@ class NodeTable(abc.ABC):
 
     #: True if calls may block (disk): the session then runs operations in a worker thread.
     blocking: bool = False
+    #: True for a read-only view (another process owns the database): nothing is written.
+    read_only: bool = False
 
     @abc.abstractmethod
     def get(self, path: str) -> NodeRecord | None: ...
@@ -173,6 +175,8 @@ class LocalTree:
         self._data_watches: dict[str, list[tuple[int, WatchCallback]]] = {}
         self._child_watches: dict[str, list[tuple[int, WatchCallback]]] = {}
         self.closed = False
+        if table.read_only:
+            return  # a view of another process's live tree: its ephemerals are not stale
         with self.lock:
             txn = _Txn(table)
             if txn.get(paths.ROOT) is None:

@@ -1,6 +1,7 @@
 """The embedded `rocksdb:///path` backend: a LocalTree stored in RocksDB (standalone mode).
 
-One process owns the database (RocksDB's LOCK file enforces it). `EmbeddedMetadata` opens it
+One process owns the database (RocksDB's LOCK file enforces it); tools may read a snapshot
+of it meanwhile with ``open_rocksdb_store(path, read_only=True)``. `EmbeddedMetadata` opens it
 and hands out sessions; `open_store("rocksdb:///path")` shares one `EmbeddedMetadata` per path
 in the process, so a standalone broker and its bookie see the same tree, each session with
 its own ephemeral nodes. Ephemeral nodes left by an earlier process are removed on open.
@@ -16,12 +17,13 @@ that overlap share the fsync), so a call that returned survives SIGKILL and powe
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from pathlib import Path
 
 import trio
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from metadata.errors import SessionLostError, StoreUnavailableError
 from metadata.local_tree import LocalSession, LocalTree, NodeRecord, NodeTable
@@ -51,15 +53,21 @@ class RocksDBNodeTable(NodeTable):
 
     blocking = True
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = str(path)
-        Path(self.path).mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
         try:
-            self._db = Rdict(self.path, opts)
+            if read_only:
+                # A snapshot as of now, readable while another process holds the LOCK.
+                self._db = Rdict(self.path, opts, access_type=AccessType.read_only())
+            else:
+                Path(self.path).mkdir(parents=True, exist_ok=True)
+                opts.create_if_missing(True)
+                self._db = Rdict(self.path, opts)
         except Exception as exc:  # rocksdict raises a bare Exception (e.g. the LOCK is held)
             raise StoreUnavailableError(f"cannot open metadata database {self.path}: {exc}") from exc
+        self._transient_ids = itertools.count(1 << 62)  # read-only sessions persist nothing
         self._sync = WriteOptions()
         self._sync.sync = True
         self._nosync = WriteOptions()  # commit() writes the WAL; sync() fsyncs it (group commit)
@@ -86,6 +94,8 @@ class RocksDBNodeTable(NodeTable):
         return names
 
     def commit(self, puts: dict[str, NodeRecord], deletes: dict[str, NodeRecord]) -> None:
+        if self.read_only:
+            raise StoreUnavailableError(f"metadata database {self.path} is open read-only")
         batch = WriteBatch(raw_mode=True)
         for path, rec in deletes.items():
             batch.delete(node_key(path))
@@ -114,6 +124,8 @@ class RocksDBNodeTable(NodeTable):
         return [k[len(_EPHEMERAL) + 8 :].decode() for k in self._scan(prefix)]
 
     def next_session_id(self) -> int:
+        if self.read_only:
+            return next(self._transient_ids)
         last = self._db.get(_SESSION_KEY)
         sid = (int.from_bytes(last, "big") if last else 0) + 1
         batch = WriteBatch(raw_mode=True)
@@ -203,8 +215,14 @@ class EmbeddedMetadata:
         await self.close()
 
 
-async def open_rocksdb_store(path: str) -> LocalSession:
-    """A session on the process-wide embedded database at `path` (see EmbeddedMetadata)."""
+async def open_rocksdb_store(path: str, *, read_only: bool = False) -> LocalSession:
+    """A session on the process-wide embedded database at `path` (see EmbeddedMetadata).
+
+    `read_only`: a private snapshot of a database another process may own (operator tools);
+    reads work, writes fail with StoreUnavailableError."""
+    if read_only:
+        tree = await trio.to_thread.run_sync(lambda: LocalTree(RocksDBNodeTable(path, read_only=True)))
+        return LocalSession(tree, on_close=tree.close)
     emb = await EmbeddedMetadata.open(path)
     try:
         return await emb.open_session()

@@ -11,7 +11,7 @@ import trio
 
 from metadata import open_store
 from metadata.errors import SessionLostError, StoreUnavailableError
-from metadata.rocksdb_store import EmbeddedMetadata
+from metadata.rocksdb_store import EmbeddedMetadata, open_rocksdb_store
 
 WRITER = Path(__file__).with_name("rocksdb_writer.py")
 
@@ -22,6 +22,21 @@ async def test_acknowledged_writes_survive_sigkill(quire_procs, tmp_path: Path) 
     # The live process owns the database: a second opener is refused, not corrupted.
     with pytest.raises(StoreUnavailableError):
         await open_store(url)
+    # ...but tools can read a snapshot meanwhile, the live ephemeral node included.
+    snapshot = await open_rocksdb_store(str(tmp_path / "meta"), read_only=True)
+    try:
+        assert (await snapshot.get("/eph"))[1].ephemeral
+        assert len(await snapshot.children("/durable")) == 80
+        with pytest.raises(StoreUnavailableError):
+            await snapshot.put("/durable/k000", b"no")
+    finally:
+        await snapshot.close()
+    ls = await trio.run_process(
+        [sys.executable, "-m", "quire", "metadata", "ls", "--url", url, "/durable"],
+        capture_stdout=True,
+        capture_stderr=True,
+    )
+    assert b"k039" in ls.stdout and b"read-only snapshot" in ls.stderr
     proc.kill()
 
     store = await open_store(url)
