@@ -91,20 +91,32 @@ class MetadataStore(abc.ABC):
         """Sorted child names (not paths); NotFoundError if absent. `watch` fires once when
         the set of children changes or the node is deleted."""
 
-    async def delete_recursive(self, path: str) -> None:
-        """Delete a subtree, ignoring nodes that vanish meanwhile."""
+    async def delete_recursive(self, path: str, *, max_in_flight: int = 64) -> None:
+        """Delete a subtree, ignoring nodes that vanish meanwhile. Siblings are deleted
+        concurrently (at most `max_in_flight` requests at once), children before parents."""
+        import trio
+
         from metadata.errors import NotFoundError
 
-        try:
-            kids = await self.children(path)
-        except NotFoundError:
-            return
-        for kid in kids:
-            await self.delete_recursive(f"{path.rstrip('/')}/{kid}")
-        try:
-            await self.delete(path)
-        except NotFoundError:
-            pass
+        limiter = trio.CapacityLimiter(max_in_flight)
+
+        async def remove(p: str) -> None:
+            try:
+                async with limiter:
+                    kids = await self.children(p)
+            except NotFoundError:
+                return
+            if kids:
+                async with trio.open_nursery() as nursery:
+                    for kid in kids:
+                        nursery.start_soon(remove, f"{p.rstrip('/')}/{kid}")
+            try:
+                async with limiter:
+                    await self.delete(p)
+            except NotFoundError:
+                pass
+
+        await remove(path)
 
     @abc.abstractmethod
     def on_session_lost(self, callback: Callable[[], None]) -> None:

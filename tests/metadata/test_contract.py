@@ -291,3 +291,14 @@ async def test_other_bad_input(store: MetadataStore) -> None:
     with pytest.raises(ValueError):
         await store.put("/s", b"", -7)
     assert await store.exists("/s") is None
+
+
+async def test_delete_recursive_wide_tree(store: MetadataStore) -> None:
+    async with trio.open_nursery() as nursery:
+        for i in range(5):
+            for j in range(40):
+                nursery.start_soon(lambda i=i, j=j: store.create(f"/wide/d{i}/n{j}", b"", make_parents=True))
+    assert len(await store.children("/wide")) == 5
+    await store.delete_recursive("/wide", max_in_flight=16)
+    assert await store.exists("/wide") is None
+    await store.delete_recursive("/wide")  # already gone: fine
