@@ -30,7 +30,8 @@ class MessageQueue(Generic[M]):
 
     def put(self, item: M) -> None:
         self._items.append(item)
-        self._lot.unpark()
+        if len(self._lot):  # unpark() costs even with nobody waiting
+            self._lot.unpark()
 
     def get_nowait(self) -> M | None:
         return self._items.popleft() if self._items else None
@@ -40,6 +41,10 @@ class MessageQueue(Generic[M]):
 
     async def get(self, timeout_s: float | None = None) -> M:
         """The next item; raises ``Timeout`` after ``timeout_s`` (None: wait forever)."""
+        if self._items:
+            # Fast path without a cancel scope: receive() on a full queue is the hot loop, and the
+            # queue empties (so we park and yield) within receiver_queue_size calls at most.
+            return self._items.popleft()
         with trio.move_on_after(math.inf if timeout_s is None else timeout_s):
             while not self._items:
                 if self._closed:

@@ -124,3 +124,33 @@ async def test_wait_for_exclusive_producer(broker: Broker, topic: str) -> None:
                 while not got:
                     await trio.sleep(0.05)
         await got[0].send(b"mine now")
+
+
+async def test_small_receiver_queue_refills_permits(broker: Broker, topic: str) -> None:
+    async with AsyncClient(broker.url) as client:
+        consumer = await client.subscribe(topic, "sub", receiver_queue_size=4)
+        producer = await client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        for i in range(40):
+            await producer.send_async(b"%d" % i)
+        await producer.flush()
+        await trio.sleep(0.3)
+        assert len(consumer._queue) <= 4  # the broker never exceeds the granted permits
+        got = []
+        for _ in range(40):
+            msg = await consumer.receive(5000)
+            got.append(msg.data())
+            await consumer.acknowledge(msg)
+        assert got == [b"%d" % i for i in range(40)]
+
+
+async def test_pending_queue_full(broker: Broker, topic: str) -> None:
+    from clients import ProducerQueueIsFull
+
+    async with AsyncClient(broker.url) as client:
+        producer = await client.create_producer(topic, max_pending_messages=2, batching_max_publish_delay_ms=500)
+        first = [await producer.send_async(b"a"), await producer.send_async(b"b")]
+        with pytest.raises(ProducerQueueIsFull):
+            await producer.send_async(b"c")
+        await producer.flush()
+        assert [(await f.wait()).batch_index() for f in first] == [0, 1]
+        await producer.send_async(b"d")  # room again once acknowledged
