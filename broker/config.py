@@ -68,6 +68,7 @@ class BrokerConfig:
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
 
     # Metrics
+    stats_update_frequency_in_secs: int = 60
     expose_topic_level_metrics_in_prometheus: bool = True
 
     @classmethod

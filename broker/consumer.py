@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.rates import Rates
+
 if TYPE_CHECKING:
     from broker.subscription import Subscription
     from managed_ledger import Position
@@ -63,6 +65,11 @@ class Consumer:
     msg_out: int = 0
     bytes_out: int = 0
     msg_redelivered: int = 0
+    rates: Rates = field(default_factory=Rates)
+
+    def update_rates(self) -> None:
+        self.rates.update({"msgRateOut": self.msg_out, "msgThroughputOut": self.bytes_out,
+                           "msgRateRedeliver": self.msg_redelivered})
 
     @property
     def blocked(self) -> bool:
@@ -120,9 +127,9 @@ class Consumer:
             "availablePermits": self.permits,
             "unackedMessages": self.unacked_messages,
             "blockedConsumerOnUnackedMsgs": self.blocked,
-            "msgRateOut": 0.0,
-            "msgThroughputOut": 0.0,
-            "msgRateRedeliver": 0.0,
+            "msgRateOut": self.rates.get("msgRateOut"),
+            "msgThroughputOut": self.rates.get("msgThroughputOut"),
+            "msgRateRedeliver": self.rates.get("msgRateRedeliver"),
             "msgOutCounter": self.msg_out,
             "bytesOutCounter": self.bytes_out,
             "address": self.peer.address,

@@ -12,6 +12,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.rates import Rates
+
 if TYPE_CHECKING:
     from broker.topic import PersistentTopic
 
@@ -58,7 +60,11 @@ class Producer:
     # Counters for stats
     msg_in: int = 0
     bytes_in: int = 0
+    rates: Rates = field(default_factory=Rates)
     _pending: deque[PendingSend] = field(default_factory=deque)
+
+    def update_rates(self) -> None:
+        self.rates.update({"msgRateIn": self.msg_in, "msgThroughputIn": self.bytes_in})
 
     def new_pending(self, sequence_id: int, highest_sequence_id: int, num_messages: int, size: int) -> PendingSend:
         slot = PendingSend(sequence_id, highest_sequence_id, num_messages, size)
@@ -91,8 +97,8 @@ class Producer:
             "producerId": self.producer_id,
             "producerName": self.name,
             "accessMode": ACCESS_MODES.get(self.access_mode, "Shared"),
-            "msgRateIn": 0.0,
-            "msgThroughputIn": 0.0,
+            "msgRateIn": self.rates.get("msgRateIn"),
+            "msgThroughputIn": self.rates.get("msgThroughputIn"),
             "averageMsgSize": (self.bytes_in / self.msg_in) if self.msg_in else 0.0,
             "msgInCounter": self.msg_in,
             "bytesInCounter": self.bytes_in,

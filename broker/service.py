@@ -89,6 +89,7 @@ class BrokerService:
                 await self._register()
                 self.store.on_session_lost(self._session_lost)
                 nursery.start_soon(self._housekeeping)
+                nursery.start_soon(self._update_stats)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -134,6 +135,12 @@ class BrokerService:
         except OSError:
             pass
         await ServerConnection(self, stream).serve()
+
+    async def _update_stats(self) -> None:
+        while True:
+            await trio.sleep(max(1, self.config.stats_update_frequency_in_secs))
+            for topic in list(self.topics.values()):
+                topic.update_rates()
 
     async def _housekeeping(self) -> None:
         """Message TTL: expire (acknowledge) messages older than the namespace's TTL."""

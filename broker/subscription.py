@@ -419,12 +419,13 @@ class Subscription:
     def stats(self) -> dict[str, Any]:
         backlog = self.cursor.number_of_entries_in_backlog
         active = self.router.active if isinstance(self.router, SingleActiveRouter) else None
+        consumers = [c.stats() for c in self.consumers]
         return {
-            "msgRateOut": 0.0,
-            "msgThroughputOut": 0.0,
+            "msgRateOut": sum(c["msgRateOut"] for c in consumers),
+            "msgThroughputOut": sum(c["msgThroughputOut"] for c in consumers),
             "bytesOutCounter": sum(c.bytes_out for c in self.consumers),
             "msgOutCounter": sum(c.msg_out for c in self.consumers),
-            "msgRateRedeliver": 0.0,
+            "msgRateRedeliver": sum(c["msgRateRedeliver"] for c in consumers),
             "msgBacklog": backlog,
             "msgBacklogNoDelayed": max(0, backlog - len(self.delayed)),
             "msgDelayed": len(self.delayed),
@@ -440,7 +441,7 @@ class Subscription:
             "blockedSubscriptionOnUnackedMsgs": self.sub_type in (SHARED, KEY_SHARED)
             and self.config.max_unacked_messages_per_subscription > 0
             and self.unacked_messages >= self.config.max_unacked_messages_per_subscription,
-            "consumers": [c.stats() for c in self.consumers],
+            "consumers": consumers,
             "isDurable": self.durable,
             "durable": self.durable,
             "replicated": False,

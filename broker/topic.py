@@ -31,6 +31,7 @@ from broker.errors import (
 )
 from broker.names import TopicName
 from broker.producer import PendingSend, Producer
+from broker.rates import Rates
 from broker.subscription import Subscription
 from managed_ledger import Entry, Position
 from managed_ledger.errors import (
@@ -73,6 +74,15 @@ class PersistentTopic:
         self.bytes_in = 0
         self.publish_latency: Callable[[float], None] | None = None
         self.created_ms = int(time.time() * 1000)
+        self.rates = Rates()
+
+    def update_rates(self) -> None:
+        self.rates.update({"msgRateIn": self.msg_in, "msgThroughputIn": self.bytes_in})
+        for p in self.producers.values():
+            p.update_rates()
+        for sub in self.subscriptions.values():
+            for c in sub.consumers:
+                c.update_rates()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -408,13 +418,15 @@ class PersistentTopic:
 
     def stats(self) -> dict[str, Any]:
         subs = {name: s.stats() for name, s in self.subscriptions.items()}
+        rate_out = sum(s["msgRateOut"] for s in subs.values())
+        tput_out = sum(s["msgThroughputOut"] for s in subs.values())
         msg_out = sum(s["msgOutCounter"] for s in subs.values())
         bytes_out = sum(s["bytesOutCounter"] for s in subs.values())
         return {
-            "msgRateIn": 0.0,
-            "msgThroughputIn": 0.0,
-            "msgRateOut": 0.0,
-            "msgThroughputOut": 0.0,
+            "msgRateIn": self.rates.get("msgRateIn"),
+            "msgThroughputIn": self.rates.get("msgThroughputIn"),
+            "msgRateOut": rate_out,
+            "msgThroughputOut": tput_out,
             "bytesInCounter": self.bytes_in,
             "msgInCounter": self.msg_in,
             "bytesOutCounter": bytes_out,
