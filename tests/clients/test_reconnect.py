@@ -89,3 +89,28 @@ async def test_broker_killed_mid_stream(tmp_path: Path) -> None:
             assert stored == expected
     finally:
         await trio.to_thread.run_sync(node.proc.kill)
+
+
+async def test_keep_alive_detects_paused_broker(tmp_path: Path) -> None:
+    node = await trio.to_thread.run_sync(start_broker, tmp_path)
+    topic = "persistent://public/default/keepalive"
+    try:
+        async with AsyncClient(node.url, keep_alive_interval_seconds=0.3) as client:
+            consumer = await client.subscribe(topic, "sub")
+            producer = await client.create_producer(topic, batching_enabled=False, send_timeout_millis=0)
+            await producer.send(b"before")
+            first_cnx = producer._cnx
+            await trio.sleep(1.0)  # answered pings keep an idle connection open
+            assert producer._cnx is first_cnx and not first_cnx.is_closed
+            node.proc.pause()
+            try:
+                with trio.fail_after(10):
+                    await first_cnx.closed.wait()
+                assert first_cnx.close_reason == "keep-alive timeout"
+            finally:
+                node.proc.resume()
+            await producer.send(b"after")  # re-connected on its own
+            assert producer._cnx is not first_cnx
+            assert [(await consumer.receive(10000)).data() for _ in range(2)] == [b"before", b"after"]
+    finally:
+        await trio.to_thread.run_sync(node.proc.kill)
