@@ -18,15 +18,20 @@ from tests.broker.memory_ml import MemoryManagedLedgerFactory
 _ids = itertools.count()
 
 
-@pytest.fixture
-async def broker(nursery: trio.Nursery) -> AsyncIterator[BrokerService]:
+async def start_broker(nursery: trio.Nursery, **overrides: Any) -> BrokerService:
+    """An in-process broker on a fresh memory store and in-memory managed ledgers."""
     store = await open_store(f"memory://broker-test-{next(_ids)}")
     config = BrokerConfig(broker_service_port=0, web_service_port=0, advertised_address="127.0.0.1",
-                          bind_address="127.0.0.1", keep_alive_interval_seconds=30)
+                          bind_address="127.0.0.1", **overrides)
     service = BrokerService(config, store, MemoryManagedLedgerFactory())
     await nursery.start(service.run)
     await service.ensure_defaults()
-    yield service
+    return service
+
+
+@pytest.fixture
+async def broker(nursery: trio.Nursery) -> AsyncIterator[BrokerService]:
+    yield await start_broker(nursery)
     nursery.cancel_scope.cancel()
 
 

@@ -1,0 +1,145 @@
+"""Unacked limits, message TTL, Key_Shared sticky ranges, ack receipts and consumer stats."""
+
+from __future__ import annotations
+
+import time
+
+import pulsar
+import trio
+
+from broker.names import NamespaceName
+from clients.protocol import commands as C
+from clients.protocol import frames
+from clients.protocol import pulsar_api_pb2 as pb
+from tests.broker.conftest import client_for, in_thread, start_broker
+
+T = pb.BaseCommand
+
+
+async def test_unacked_limit_per_consumer_blocks_until_acks(nursery: trio.Nursery) -> None:
+    broker = await start_broker(nursery, max_unacked_messages_per_consumer=5)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            c = client.subscribe("t-unacked", "s", consumer_type=pulsar.ConsumerType.Shared)
+            p = client.create_producer("t-unacked", batching_enabled=False)
+            for i in range(12):
+                p.send(str(i).encode())
+            first = []
+            try:
+                while True:
+                    first.append(c.receive(timeout_millis=500))
+            except pulsar.Timeout:
+                pass
+            assert len(first) == 5
+            for m in first:
+                c.acknowledge(m)
+            more = [c.receive(timeout_millis=5000) for _ in range(5)]
+            assert [m.data() for m in more] == [str(i).encode() for i in range(5, 10)]
+        finally:
+            client.close()
+
+    await in_thread(work)
+
+
+async def test_message_ttl_expires_backlog(broker) -> None:  # type: ignore[no-untyped-def]
+    ns = NamespaceName("public", "default")
+    await broker.namespaces.set_policy(ns, "message_ttl_in_seconds", 1)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            client.subscribe("t-ttl", "s").close()
+            p = client.create_producer("t-ttl", batching_enabled=False)
+            for _ in range(3):
+                p.send(b"old")
+        finally:
+            client.close()
+
+    await in_thread(work)
+    topic = broker.topics["persistent://public/default/t-ttl"]
+    await broker.on_policies_changed(ns)
+    assert topic.subscriptions["s"].cursor.number_of_entries_in_backlog == 3
+    await trio.sleep(1.2)
+    await broker.expire_messages(topic)
+    assert topic.subscriptions["s"].cursor.number_of_entries_in_backlog == 0
+    assert topic.subscriptions["s"].stats()["totalMsgExpired"] >= 1
+
+
+async def test_key_shared_sticky_ranges(broker) -> None:  # type: ignore[no-untyped-def]
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            lo = client.subscribe("t-sticky", "s", consumer_type=pulsar.ConsumerType.KeyShared,
+                                  key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                                      pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 32767)]))
+            hi = client.subscribe("t-sticky", "s", consumer_type=pulsar.ConsumerType.KeyShared,
+                                  key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                                      pulsar.KeySharedMode.Sticky, sticky_ranges=[(32768, 65535)]))
+            try:
+                client.subscribe("t-sticky", "s", consumer_type=pulsar.ConsumerType.KeyShared,
+                                 key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                                     pulsar.KeySharedMode.Sticky, sticky_ranges=[(100, 200)]))
+                raise AssertionError("an overlapping sticky range must be refused")
+            except pulsar.PulsarException:
+                pass
+            p = client.create_producer("t-sticky", batching_enabled=False)
+            for i in range(40):
+                p.send(b"x", partition_key=f"key-{i % 8}")
+            n = 0
+            for c in (lo, hi):
+                try:
+                    while True:
+                        c.receive(timeout_millis=300)
+                        n += 1
+                except pulsar.Timeout:
+                    pass
+            assert n == 40
+        finally:
+            client.close()
+
+    await in_thread(work)
+
+
+async def _read_until(stream: trio.SocketStream, decoder: frames.FrameDecoder, kind: int) -> list[frames.Frame]:
+    got: list[frames.Frame] = []
+    with trio.fail_after(5):
+        while not any(f.command.type == kind for f in got):
+            got.extend(decoder.feed(await stream.receive_some(65536)))
+    return got
+
+
+async def test_ack_response_and_consumer_stats_over_raw_protocol(broker) -> None:  # type: ignore[no-untyped-def]
+    topic = "persistent://public/default/t-raw"
+    stream = await trio.open_tcp_stream("127.0.0.1", broker.port)
+    dec = frames.FrameDecoder()
+    async with stream:
+        await stream.send_all(frames.encode_command(C.connect("raw", protocol_version=20)))
+        await _read_until(stream, dec, T.CONNECTED)
+        await stream.send_all(frames.encode_command(C.subscribe(topic, "s", 0, 7, 1)))
+        await _read_until(stream, dec, T.SUCCESS)
+        await stream.send_all(frames.encode_command(C.producer(topic, 3, 2)))
+        await _read_until(stream, dec, T.PRODUCER_SUCCESS)
+        md = C.message_metadata("raw-p", 0, int(time.time() * 1000))
+        await stream.send_all(frames.encode_payload_command(C.send(3, 0), md, b"hello"))
+        receipt = (await _read_until(stream, dec, T.SEND_RECEIPT))[-1].command.send_receipt
+        await stream.send_all(frames.encode_command(C.flow(7, 10)))
+        msg = next(f for f in await _read_until(stream, dec, T.MESSAGE) if f.command.type == T.MESSAGE)
+        assert bytes(msg.payload()) == b"hello"
+        assert msg.command.message.message_id.partition == -1
+        assert msg.command.message.message_id.entryId == receipt.message_id.entryId
+        mid = C.message_id(C.signed64(receipt.message_id.ledgerId), C.signed64(receipt.message_id.entryId))
+        await stream.send_all(frames.encode_command(C.ack(7, [mid], request_id=9)))
+        resp = next(f for f in await _read_until(stream, dec, T.ACK_RESPONSE) if f.command.type == T.ACK_RESPONSE)
+        assert resp.command.ackResponse.request_id == 9 and not resp.command.ackResponse.HasField("error")
+        await stream.send_all(frames.encode_command(C.consumer_stats(7, 10)))
+        stats = next(f for f in await _read_until(stream, dec, T.CONSUMER_STATS_RESPONSE)
+                     if f.command.type == T.CONSUMER_STATS_RESPONSE).command.consumerStatsResponse
+        assert stats.request_id == 10 and stats.availablePermits == 9 and stats.type == "Exclusive"
+        await stream.send_all(frames.encode_command(C.get_topics_of_namespace(11, "public/default")))
+        topics = next(f for f in await _read_until(stream, dec, T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+                      if f.command.type == T.GET_TOPICS_OF_NAMESPACE_RESPONSE).command.getTopicsOfNamespaceResponse
+        assert topic in topics.topics
+        await stream.send_all(frames.encode_command(C.ping()))
+        await _read_until(stream, dec, T.PONG)
