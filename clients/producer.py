@@ -311,9 +311,14 @@ class Producer:
             fut._resolve(None, errors.MessageTooBig(f"{len(payload)} bytes > max_message_size {max_size}"))
             return
         # Chunking: each chunk is its own SEND with the same sequence id and uuid.
-        chunk_size = max(1, max_size - 1024)  # room for the metadata in the frame
-        n = (len(payload) + chunk_size - 1) // chunk_size
         uuid = f"{self._name}-{seq}-{uuid_mod.uuid4().hex[:8]}"
+        # As the Java client: a chunk's payload is the max message size minus its metadata.
+        probe = self._metadata(
+            msg, seq, compression=comp, uncompressed_size=len(msg.payload), uuid=uuid,
+            num_chunks_from_msg=len(payload), total_chunk_msg_size=len(payload), chunk_id=len(payload),
+        )
+        chunk_size = max(1, max_size - probe.ByteSize() - 16)
+        n = (len(payload) + chunk_size - 1) // chunk_size
         ctx = _ChunkContext(total=n)
         for i in range(n):
             part = payload[i * chunk_size : (i + 1) * chunk_size]

@@ -1,0 +1,111 @@
+"""Client wire behaviour against a scripted fake broker: ack grouping, permit refills, re-sends
+after a connection loss, chunk layout, batch metadata. Fast: no broker process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from clients import AsyncClient
+from clients.protocol import frames
+from clients.protocol.pulsar_api_pb2 import BaseCommand
+from tests.clients.fake_broker import FakeBroker
+
+T = BaseCommand.Type
+TOPIC = "persistent://public/default/fake"
+
+
+@pytest.fixture
+async def fake(nursery: trio.Nursery) -> AsyncIterator[FakeBroker]:
+    broker = FakeBroker()
+    await nursery.start(broker.run)
+    yield broker
+    broker.stop()
+
+
+async def test_acks_are_grouped(fake: FakeBroker) -> None:
+    async with AsyncClient(fake.url) as client:
+        consumer = await client.subscribe(TOPIC, "sub")
+        producer = await client.create_producer(TOPIC, batching_enabled=False)
+        for i in range(20):
+            await producer.send(b"%d" % i)
+        for _ in range(20):
+            await consumer.acknowledge(await consumer.receive(5000))
+        await trio.sleep(0.35)
+        acks = fake.commands(T.ACK)
+        assert 1 <= len(acks) <= 3  # one ACK per 100 ms group, not one per message
+        ids = [mid for ack in acks for mid in ack.message_id]
+        assert sorted(m.entryId for m in ids) == list(range(20))
+        # The official client never sends batch_index or partition in acks.
+        assert not any(m.HasField("batch_index") or m.HasField("partition") for m in ids)
+
+
+async def test_flow_refills_at_half_the_queue(fake: FakeBroker) -> None:
+    async with AsyncClient(fake.url) as client:
+        consumer = await client.subscribe(TOPIC, "sub", receiver_queue_size=10)
+        producer = await client.create_producer(TOPIC, batching_enabled=False)
+        for i in range(30):
+            await producer.send(b"%d" % i)
+        for _ in range(30):
+            await consumer.receive(5000)
+        await trio.sleep(0.1)
+        assert [f.messagePermits for f in fake.commands(T.FLOW)][:5] == [10, 5, 5, 5, 5]
+
+
+async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
+    async with AsyncClient(fake.url) as client:
+        producer = await client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+        fake.hold_receipts = True
+        futures = [await producer.send_async(b"%d" % i) for i in range(5)]
+        await trio.sleep(0.2)
+        assert not any(f.done() for f in futures)
+        fake.hold_receipts = False
+        fake.drop_connections()
+        with trio.fail_after(10):
+            ids = [await f.wait() for f in futures]
+        seqs = [s.sequence_id for s in fake.commands(T.SEND)]
+        assert seqs == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
+        assert [m.entry_id() for m in ids] == [5, 6, 7, 8, 9]  # receipts of the re-sent copies
+        producers = fake.commands(T.PRODUCER)
+        # The re-created producer keeps the name the broker assigned (dedup relies on it).
+        assert len(producers) == 2 and not producers[0].HasField("producer_name")
+        assert producers[1].producer_name == "fake-1" and producers[1].producer_id == producers[0].producer_id
+
+
+async def test_chunk_layout(fake: FakeBroker) -> None:
+    fake.max_message_size = 2048
+    async with AsyncClient(fake.url) as client:
+        consumer = await client.subscribe(TOPIC, "sub")
+        producer = await client.create_producer(TOPIC, chunking_enabled=True, batching_enabled=False)
+        body = bytes(range(256)) * 20  # 5120 bytes
+        mid = await producer.send(body, properties={"k": "v"})
+        sends = [cmd for cmd in fake.received if cmd.type == T.SEND]
+        assert len(sends) == 3 and all(s.send.is_chunk for s in sends)
+        metas = [frames.parse_entry(e).metadata for e in fake.entries]
+        assert [m.chunk_id for m in metas] == [0, 1, 2]
+        assert {m.uuid for m in metas} == {metas[0].uuid} and all(m.num_chunks_from_msg == 3 for m in metas)
+        assert all(m.total_chunk_msg_size == len(body) for m in metas)
+        assert not any(m.HasField("num_messages_in_batch") for m in metas)
+        assert b"".join(bytes(frames.parse_entry(e).payload) for e in fake.entries) == body
+        msg = await consumer.receive(5000)
+        assert msg.data() == body and msg.properties() == {"k": "v"} and msg.message_id() == mid
+        assert msg.message_id().chunk_ids == ((1, 0), (1, 1), (1, 2))
+
+
+async def test_batch_metadata(fake: FakeBroker) -> None:
+    async with AsyncClient(fake.url) as client:
+        producer = await client.create_producer(TOPIC, batching_max_publish_delay_ms=200)
+        futures = [await producer.send_async(b"m%d" % i, partition_key=f"k{i}") for i in range(3)]
+        await producer.flush()
+        (send,) = fake.commands(T.SEND)
+        assert send.num_messages == 3 and send.sequence_id == 0 and send.highest_sequence_id == 2
+        parsed = frames.parse_entry(fake.entries[0])
+        assert parsed.metadata.num_messages_in_batch == 3 and parsed.metadata.highest_sequence_id == 2
+        from clients.protocol import batch
+
+        items = batch.parse_batch(parsed.payload, 3)
+        assert [(m.sequence_id, m.partition_key, bytes(p)) for m, p in items] == [
+            (0, "k0", b"m0"), (1, "k1", b"m1"), (2, "k2", b"m2")]
+        assert [(await f.wait()).batch_index() for f in futures] == [0, 1, 2]
