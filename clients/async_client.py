@@ -215,8 +215,10 @@ class AsyncClient:
         """A non-durable exclusive subscription starting at ``start_message_id``."""
         self._check_open()
         name = fully_qualified(topic)
-        if await self._lookup.partitions(name) > 0:
-            raise errors.OperationNotSupported("readers on partitioned topics: read each partition")
+        partitions = await self._lookup.partitions(name)
+        start = MessageId.coerce(start_message_id)
+        if partitions > 0 and not (start.is_earliest() or start.is_latest()):
+            raise errors.OperationNotSupported("a reader on a partitioned topic starts at earliest or latest")
         prefix = subscription_role_prefix or "reader"
         cfg = ConsumerConfig(
             subscription_name=f"{prefix}-{secrets.token_hex(5)}",
@@ -224,13 +226,18 @@ class AsyncClient:
             receiver_queue_size=receiver_queue_size,
             consumer_name=reader_name,
             durable=False,
-            start_message_id=MessageId.coerce(start_message_id),
+            start_message_id=start,
             start_message_id_inclusive=start_message_id_inclusive,
             is_read_compacted=is_read_compacted,
             schema=schema,
         )
-        consumer = Consumer(self, name, cfg)
-        await self._start_child(consumer)
+        consumer: Consumer | MultiTopicsConsumer
+        if partitions > 0:
+            consumer = MultiTopicsConsumer(self, cfg, topic_label=name)
+            await consumer.add_topics([(partition_name(name, i), i) for i in range(partitions)])
+        else:
+            consumer = Consumer(self, name, cfg)
+            await self._start_child(consumer)
         reader = Reader(consumer)
         self._handles.add(reader)
         return reader

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .consumer import Consumer
+from .consumer import Consumer, ConsumerBase
 from .message import Message
 from .message_id import MessageId
 
@@ -12,7 +12,7 @@ from .message_id import MessageId
 class Reader:
     """Reads a topic from ``start_message_id`` on; nothing is acknowledged or retained for it."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: Consumer | ConsumerBase) -> None:
         self._consumer = consumer
 
     def topic(self) -> str:
@@ -24,7 +24,7 @@ class Reader:
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         msg = await self._consumer.receive(timeout_millis)
         # Acks are meaningless for a non-durable cursor but keep the broker's unacked count low.
-        self._consumer._ack(msg.message_id())
+        self._consumer._owner_of(msg)._ack(msg.message_id())
         return msg
 
     async def has_message_available(self) -> bool:
@@ -35,4 +35,4 @@ class Reader:
 
     async def close(self) -> None:
         await self._consumer.close()
-        self._consumer._client._forget(self)
+        self._consumer._client._forget(self)  # type: ignore[attr-defined]

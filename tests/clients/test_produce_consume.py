@@ -317,3 +317,21 @@ def test_batch_receive_and_listener(client, topic: str) -> None:  # type: ignore
         lp.send(b"%d" % i)
     assert done.wait(10) and received == [b"0", b"1", b"2"]
     lc.close()
+
+
+def test_reader_on_partitioned_topic(client, broker: Broker, topic: str) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    path = topic.replace("persistent://", "")
+    r = httpx.put(f"{broker.admin_url}/admin/v2/persistent/{path}/partitions", json=2)
+    assert r.status_code in (200, 204), r.text
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(6):
+        producer.send(b"%d" % i)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    got = []
+    while reader.has_message_available():
+        got.append(reader.read_next(5000).data())
+    assert sorted(got) == [b"%d" % i for i in range(6)]
+    with pytest.raises(pulsar.OperationNotSupported):
+        client.create_reader(topic, pulsar.MessageId(0, 1, 1, -1))
