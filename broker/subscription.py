@@ -235,6 +235,7 @@ class Subscription:
         if budget <= 0 or (self.sub_type == KEY_SHARED and len(self.replay) >= REPLAY_LIMIT):
             return progressed
         n = max(1, min(max_read, int(budget / max(1.0, self.avg_messages_per_entry))))
+        started = time.perf_counter()
         entries = await self.cursor.read_entries(n)
         if not entries:
             return progressed
@@ -245,6 +246,7 @@ class Subscription:
                 out.append(d)
         await self._route(out)
         self.last_consumed_ms = int(time.time() * 1000)
+        self.topic.service.metrics.dispatch_latency.observe(time.perf_counter() - started)
         return True
 
     def _delivery(self, pos: Position, data: bytes, replayed: bool) -> Delivery | None:

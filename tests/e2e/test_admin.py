@@ -94,5 +94,6 @@ def test_metrics(standalone: Standalone, client: pulsar.Client) -> None:
     p.send(b"x")
     text = httpx.get(f"{standalone.admin}/metrics").text
     for name in ("pulsar_broker_in_messages_total", "pulsar_storage_size", "pulsar_producers_count",
-                 "pulsar_msg_backlog", "pulsar_broker_publish_latency_seconds_bucket", "pulsar_active_connections"):
+                 "pulsar_msg_backlog", "pulsar_broker_publish_latency_seconds_bucket", "pulsar_active_connections",
+                 "pulsar_rate_in", "pulsar_rate_out", "pulsar_broker_dispatch_latency_seconds_bucket"):
         assert name in text, name
