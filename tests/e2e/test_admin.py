@@ -97,3 +97,29 @@ def test_metrics(standalone: Standalone, client: pulsar.Client) -> None:
                  "pulsar_msg_backlog", "pulsar_broker_publish_latency_seconds_bucket", "pulsar_active_connections",
                  "pulsar_rate_in", "pulsar_rate_out", "pulsar_broker_dispatch_latency_seconds_bucket"):
         assert name in text, name
+
+
+def test_reset_cursor_by_id_and_namespace_unload(standalone: Standalone, client: pulsar.Client) -> None:
+    a = httpx.Client(base_url=standalone.admin)
+    name = f"adm-id-{uuid.uuid4().hex[:6]}"
+    t = f"persistent://public/default/{name}"
+    base = f"/admin/v2/persistent/public/default/{name}"
+    producer = client.create_producer(t, batching_enabled=False)
+    ids = [producer.send(str(i).encode()) for i in range(6)]
+    third = {"ledgerId": ids[3].ledger_id(), "entryId": ids[3].entry_id()}
+    assert a.put(base + "/subscription/from-3", json=third).status_code == 204
+    assert a.get(base + "/stats").json()["subscriptions"]["from-3"]["msgBacklog"] == 3
+    assert a.put(base + "/subscription/at-end").status_code == 204
+    assert a.get(base + "/stats").json()["subscriptions"]["at-end"]["msgBacklog"] == 0
+    assert a.post(base + "/subscription/at-end/resetcursor", json={"ledgerId": ids[1].ledger_id(),
+                                                                   "entryId": ids[1].entry_id()}).status_code == 204
+    consumer = client.subscribe(t, "at-end")
+    assert consumer.receive(timeout_millis=5000).data() == b"1"
+    assert a.post(base + "/subscription/at-end/resetcursor", content=b"").status_code == 400
+    assert a.post(base + "/subscription/nope/skip/1").status_code == 404
+    last = a.get(base + "/lastMessageId").json()
+    assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+    assert t in a.get("/admin/v2/namespaces/public/default/topics").json()
+    assert a.put("/admin/v2/namespaces/public/default/unload").status_code == 204
+    producer.send(b"after-namespace-unload")  # clients reconnect to the reloaded topic
+    assert a.get(base + "/stats").json()["msgInCounter"] == 1
