@@ -85,6 +85,15 @@ class _LoopThread:
         except trio.RunFinishedError:
             raise errors.AlreadyClosed("client is closed") from None
 
+    def run_sync_soon(self, fn: Callable[[], Any]) -> None:
+        """Schedule ``fn`` on the loop thread without waiting for it."""
+        if self._token is None or not self._thread.is_alive():
+            raise errors.AlreadyClosed("client is closed")
+        try:
+            self._token.run_sync_soon(fn)
+        except trio.RunFinishedError:
+            raise errors.AlreadyClosed("client is closed") from None
+
     def stop(self) -> None:
         if self._token is not None and self._thread.is_alive() and self._stop is not None:
             try:
@@ -174,7 +183,8 @@ class Client:
             properties=properties,
             schema=_schema(schema),
         )
-        return Producer(self._loop, self._loop.run(self._async.create_producer, topic, cfg))
+        inner = self._loop.run(self._async.create_producer, topic, cfg)
+        return Producer(self._loop, inner, max_pending_messages, block_if_queue_full)
 
     def subscribe(
         self,
@@ -282,10 +292,19 @@ def _schema(schema: Any) -> Any:
 
 
 class Producer:
-    def __init__(self, loop: _LoopThread, inner: Any) -> None:
+    """Blocking producer. ``send_async`` hands messages to the loop thread without waiting for it
+    (a thread-side semaphore of ``max_pending_messages`` applies back-pressure), so it costs
+    microseconds rather than a thread round trip per message."""
+
+    def __init__(self, loop: _LoopThread, inner: Any, max_pending: int, block_if_queue_full: bool) -> None:
         self._loop = loop
         self._p = inner
-
+        self._room = threading.Semaphore(max(1, max_pending))
+        self._block = block_if_queue_full
+        self._lock = threading.Lock()
+        self._submitted: list[tuple[Any, Callable[..., None]]] = []
+        self._scheduled = False
+        self._closed = False
     def topic(self) -> str:
         return self._p.topic()
 
@@ -338,23 +357,52 @@ class Producer:
         deliver_after: Any = None,
     ) -> None:
         """Queue a message; ``callback(result, message_id)`` runs when the broker answers."""
-        self._loop.run(
-            self._p.send_async,
-            content,
-            callback_adapter(callback) if callback is not None else None,
-            properties=properties,
-            partition_key=partition_key,
-            ordering_key=ordering_key,
-            sequence_id=sequence_id,
-            event_timestamp=event_timestamp,
-            deliver_at=deliver_at,
+        if self._closed:
+            raise errors.AlreadyClosed("producer closed")
+        msg = self._p.make_message(
+            content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
+            sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
             deliver_after=deliver_after,
         )
+        if not self._room.acquire(blocking=self._block):
+            raise errors.ProducerQueueIsFull("max_pending_messages reached")
+        user_cb = callback_adapter(callback) if callback is not None else None
+        room = self._room
+
+        def done(error: BaseException | None, message_id: MessageId | None) -> None:
+            room.release()
+            if user_cb is not None:
+                user_cb(error, message_id)
+
+        with self._lock:
+            self._submitted.append((msg, done))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.run_sync_soon(self._drain)
+        except errors.AlreadyClosed:
+            with self._lock:
+                self._submitted.clear()
+                self._scheduled = False
+            room.release()
+            raise
+
+    def _drain(self) -> None:
+        """On the loop thread: pass every submitted message to the async producer, in order."""
+        with self._lock:
+            items, self._submitted, self._scheduled = self._submitted, [], False
+        for msg, done in items:
+            try:
+                self._p.send_nowait(msg, done)
+            except errors.PulsarException as exc:
+                done(exc, None)
 
     def flush(self) -> None:
         self._loop.run(self._p.flush)
 
     def close(self) -> None:
+        self._closed = True
         try:
             self._loop.run(self._p.close)
         except errors.AlreadyClosed:

@@ -17,7 +17,7 @@ import trio
 from . import errors
 from .message_id import MessageId
 from .options import PartitionsRoutingMode
-from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture, deliver_at_ms
+from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture
 from .topic_name import partition_name
 
 if TYPE_CHECKING:
@@ -133,17 +133,14 @@ class PartitionedProducer:
         return await fut.wait()
 
     async def send_async(self, content: Any, callback: Any = None, **kwargs: Any) -> SendFuture:
-        probe = self._children[0]
-        msg = OutgoingMessage(
-            probe._encode(content),
-            properties=kwargs.get("properties"),
-            partition_key=kwargs.get("partition_key"),
-            ordering_key=_as_bytes(kwargs.get("ordering_key")),
-            event_timestamp=kwargs.get("event_timestamp"),
-            sequence_id=kwargs.get("sequence_id"),
-        )
-        msg.deliver_at = deliver_at_ms(kwargs.get("deliver_at"), kwargs.get("deliver_after"))
+        msg = self._children[0].make_message(content, **kwargs)
         return await self._children[self._route(msg)].send_message(msg, callback)
+
+    def send_nowait(self, msg: OutgoingMessage, callback: Any = None) -> SendFuture:
+        return self._children[self._route(msg)].send_nowait(msg, callback)
+
+    def make_message(self, content: Any, **kwargs: Any) -> OutgoingMessage:
+        return self._children[0].make_message(content, **kwargs)
 
     async def flush(self) -> None:
         for child in self._children:
@@ -154,6 +151,3 @@ class PartitionedProducer:
             await child.close()
         self._client._forget(self)
 
-
-def _as_bytes(value: Any) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value

@@ -183,29 +183,47 @@ class Producer:
         deliver_after: Any = None,
     ) -> SendFuture:
         """Queue a message; returns once it is accepted into the pending queue."""
-        msg = OutgoingMessage(
-            self._encode(content),
-            properties=dict(properties) if properties else None,
-            partition_key=partition_key,
-            ordering_key=ordering_key.encode() if isinstance(ordering_key, str) else ordering_key,
-            event_timestamp=event_timestamp,
-            sequence_id=sequence_id,
-            deliver_at=deliver_at_ms(deliver_at, deliver_after),
+        msg = self.make_message(
+            content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
+            event_timestamp=event_timestamp, sequence_id=sequence_id, deliver_at=deliver_at,
+            deliver_after=deliver_after,
         )
         return await self.send_message(msg, callback)
 
     async def send_message(
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
     ) -> SendFuture:
+        """Queue one message, waiting for room if ``block_if_queue_full``."""
         self._check_usable()
         if self._config.block_if_queue_full:
             await self._slots.acquire()
-            self._check_usable()
-        else:
             try:
-                self._slots.acquire_nowait()
-            except trio.WouldBlock:
-                raise errors.ProducerQueueIsFull(f"{self._config.max_pending_messages} messages pending") from None
+                self._check_usable()
+            except errors.PulsarException:
+                self._slots.release()
+                raise
+            fut = self._submit(msg, callback)
+        else:
+            fut = self.send_nowait(msg, callback)
+        cnx = self._cnx
+        if cnx is not None and cnx.buffered > 0:
+            await cnx.drain()
+        return fut
+
+    def send_nowait(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
+    ) -> SendFuture:
+        """Queue one message without waiting; ``ProducerQueueIsFull`` when no room."""
+        self._check_usable()
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            raise errors.ProducerQueueIsFull(f"{self._config.max_pending_messages} messages pending") from None
+        return self._submit(msg, callback)
+
+    def _submit(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None
+    ) -> SendFuture:
         fut = SendFuture(callback)
         if msg.sequence_id is not None:
             seq = msg.sequence_id
@@ -227,10 +245,21 @@ class Producer:
         else:
             self._flush_batch()  # keep sequence order
             self._send_single(msg, seq, fut)
-        cnx = self._cnx
-        if cnx is not None and cnx.buffered > 0:
-            await cnx.drain()
         return fut
+
+    def make_message(self, content: Any, **kwargs: Any) -> OutgoingMessage:
+        """An ``OutgoingMessage`` from ``send_async``-style arguments."""
+        ordering_key = kwargs.get("ordering_key")
+        properties = kwargs.get("properties")
+        return OutgoingMessage(
+            self._encode(content),
+            properties=dict(properties) if properties else None,
+            partition_key=kwargs.get("partition_key"),
+            ordering_key=ordering_key.encode() if isinstance(ordering_key, str) else ordering_key,
+            event_timestamp=kwargs.get("event_timestamp"),
+            sequence_id=kwargs.get("sequence_id"),
+            deliver_at=deliver_at_ms(kwargs.get("deliver_at"), kwargs.get("deliver_after")),
+        )
 
     async def flush(self) -> None:
         """Send the open batch and wait until every pending message is acknowledged or failed."""
