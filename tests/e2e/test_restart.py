@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import pulsar
 
 from tests.e2e.conftest import start_standalone
@@ -21,6 +22,13 @@ def test_sigkill_and_restart_keeps_data_and_cursors(tmp_path: Path) -> None:
         for i in range(300):
             producer.send_async(f"m{i}".encode(), None)
         producer.flush()
+        # broker-side deduplication on: its state must survive the SIGKILL too
+        assert httpx.post(f"{node.admin}/admin/v2/namespaces/public/default/deduplication", json=True).status_code == 204
+        dedup_topic = "persistent://public/default/dedup-restart"
+        client.subscribe(dedup_topic, "keep-d").close()  # retention: data is kept for a subscription
+        dp = client.create_producer(dedup_topic, producer_name="dp", batching_enabled=False)
+        for seq in range(5):
+            dp.send(f"d{seq}".encode(), sequence_id=seq)
         acked = 0
         for _ in range(100):
             m = consumer.receive(timeout_millis=5000)
@@ -52,6 +60,18 @@ def test_sigkill_and_restart_keeps_data_and_cursors(tmp_path: Path) -> None:
             except pulsar.Timeout:
                 break
         assert [m.data() for m in all_msgs] == [f"m{i}".encode() for i in range(300)]
+        dp = client.create_producer(dedup_topic, producer_name="dp", batching_enabled=False)
+        assert dp.last_sequence_id() == 4
+        for seq in (3, 4, 5):
+            dp.send(f"d{seq}".encode(), sequence_id=seq)
+        dconsumer = client.subscribe(dedup_topic, "keep-d")
+        seen = []
+        while True:
+            try:
+                seen.append(dconsumer.receive(timeout_millis=1500).data())
+            except pulsar.Timeout:
+                break
+        assert seen == [f"d{i}".encode() for i in range(6)]
         # the namespace, the topic and its subscriptions survived in the metadata store
         p2 = client.create_producer(t)
         p2.send(b"after-restart")
