@@ -59,11 +59,8 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
 
 
 def sticky_hash(key: bytes | None) -> int:
-    # Pulsar takes the signed Java int hash modulo the range; keep that so ranges agree.
-    h = murmur3_32(key if key else NONE_KEY)
-    if h >= 1 << 31:
-        h -= 1 << 32
-    return abs(h) % RANGE_SIZE if h != -(1 << 31) else 0
+    # Pulsar: (murmur3_32(key) & Integer.MAX_VALUE) % 65536, i.e. the low 16 bits.
+    return murmur3_32(key if key else NONE_KEY) & (RANGE_SIZE - 1)
 
 
 class KeySharedRouter:
