@@ -26,9 +26,10 @@ def start_bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int) -> 
           ready_port=port)
 
 
-def start_broker(procs: QuireProcesses, zk_url: str) -> tuple[int, int]:
+def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000) -> tuple[int, int]:
     port, web = free_port(), free_port()
     procs("broker", "--metadata-url", zk_url, "--port", str(port), "--web-port", str(web),
+          "--set", f"metadata_store_session_timeout_millis={session_ms}",
           "--set", "managed_ledger_default_ensemble_size=2", "--set", "managed_ledger_default_write_quorum=2",
           "--set", "managed_ledger_default_ack_quorum=2", "--log-level", "WARNING",
           ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=60)
@@ -70,3 +71,36 @@ def test_two_brokers_two_bookies_on_zookeeper(quire_procs: QuireProcesses, zk_ur
     finally:
         c1.close()
         c2.close()
+
+
+def test_killed_owner_is_replaced_and_fenced(quire_procs: QuireProcesses, zk_url: str, tmp_path: Path) -> None:
+    """SIGKILL the broker that owns a topic: once its metadata session expires the other broker
+    takes the bundle over, recovers the managed ledger and serves every acknowledged message."""
+    for i in range(2):
+        start_bookie(quire_procs, zk_url, tmp_path, i)
+    pa, _ = start_broker(quire_procs, zk_url, session_ms=4000)
+    pb_, _ = start_broker(quire_procs, zk_url, session_ms=4000)
+    broker_a = quire_procs.procs[-2]
+    log = logging.getLogger("pulsar-client")
+    log.setLevel(logging.ERROR)
+    t = "persistent://public/default/handoff"
+    ca = pulsar.Client(f"pulsar://127.0.0.1:{pa}", operation_timeout_seconds=30, logger=log)
+    ca.subscribe(t, "s").close()
+    producer = ca.create_producer(t, batching_enabled=False)
+    for i in range(20):
+        producer.send(f"m{i}".encode())
+    broker_a.kill()
+    cb = pulsar.Client(f"pulsar://127.0.0.1:{pb_}", operation_timeout_seconds=40, logger=log)
+    try:
+        consumer = cb.subscribe(t, "s")
+        got = [consumer.receive(timeout_millis=30000).data() for _ in range(20)]
+        assert got == [f"m{i}".encode() for i in range(20)]
+        p2 = cb.create_producer(t, batching_enabled=False)
+        p2.send(b"after-handoff")
+        assert consumer.receive(timeout_millis=10000).data() == b"after-handoff"
+    finally:
+        cb.close()
+        try:
+            ca.close()
+        except pulsar.PulsarException:
+            pass
