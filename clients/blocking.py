@@ -103,6 +103,42 @@ class _LoopThread:
         self._thread.join(timeout=30)
 
 
+class _LoopCalls:
+    """Calls handed to the loop thread in order without waiting: one wakeup per burst of calls.
+
+    Ordering with ``_LoopThread.run`` holds because both go through the loop's FIFO
+    ``run_sync_soon`` queue."""
+
+    def __init__(self, loop: _LoopThread) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._calls: list[Callable[[], None]] = []
+        self._scheduled = False
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._calls.append(fn)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.run_sync_soon(self._drain)
+        except errors.AlreadyClosed:
+            with self._lock:
+                self._calls.clear()
+                self._scheduled = False
+            raise
+
+    def _drain(self) -> None:
+        with self._lock:
+            calls, self._calls, self._scheduled = self._calls, [], False
+        for fn in calls:
+            try:
+                fn()
+            except Exception:
+                log.exception("deferred client call failed")
+
+
 class Client:
     """Blocking client: ``Client("pulsar://localhost:6650")`` as in the official package."""
 
@@ -301,10 +337,9 @@ class Producer:
         self._p = inner
         self._room = threading.Semaphore(max(1, max_pending))
         self._block = block_if_queue_full
-        self._lock = threading.Lock()
-        self._submitted: list[tuple[Any, Callable[..., None]]] = []
-        self._scheduled = False
+        self._calls = _LoopCalls(loop)
         self._closed = False
+
     def topic(self) -> str:
         return self._p.topic()
 
@@ -374,29 +409,17 @@ class Producer:
             if user_cb is not None:
                 user_cb(error, message_id)
 
-        with self._lock:
-            self._submitted.append((msg, done))
-            if self._scheduled:
-                return
-            self._scheduled = True
-        try:
-            self._loop.run_sync_soon(self._drain)
-        except errors.AlreadyClosed:
-            with self._lock:
-                self._submitted.clear()
-                self._scheduled = False
-            room.release()
-            raise
-
-    def _drain(self) -> None:
-        """On the loop thread: pass every submitted message to the async producer, in order."""
-        with self._lock:
-            items, self._submitted, self._scheduled = self._submitted, [], False
-        for msg, done in items:
+        def submit() -> None:
             try:
                 self._p.send_nowait(msg, done)
             except errors.PulsarException as exc:
                 done(exc, None)
+
+        try:
+            self._calls.call_soon(submit)
+        except errors.AlreadyClosed:
+            room.release()
+            raise
 
     def flush(self) -> None:
         self._loop.run(self._p.flush)
@@ -446,9 +469,13 @@ class _Listener:
 
 
 class Consumer:
+    """Blocking consumer. ``receive`` takes messages straight from the receiver queue in the
+    caller's thread; returning permits, acks and nacks are handed to the loop without waiting."""
+
     def __init__(self, loop: _LoopThread, inner: Any, listener: Callable[..., None] | None = None) -> None:
         self._loop = loop
         self._c = inner
+        self._calls = _LoopCalls(loop)
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
 
     def topic(self) -> str:
@@ -464,19 +491,30 @@ class Consumer:
         return self._loop.run_sync(self._c.is_connected)
 
     def receive(self, timeout_millis: int | None = None) -> Message:
-        return self._loop.run(self._c.receive, timeout_millis)
+        self._c._check_open()
+        msg = self._c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
+        self._calls.call_soon(lambda: self._c._dequeued(msg))
+        return msg
 
     def batch_receive(self) -> list[Message]:
         return self._loop.run(self._c.batch_receive)
 
+    def _defer(self, method: str, message: Message | MessageId) -> None:
+        self._c._check_open()
+        owner = self._c._owner_of(message)
+        mid = message.message_id() if isinstance(message, Message) else MessageId.coerce(message)
+        self._calls.call_soon(lambda: getattr(owner, method)(mid))
+
     def acknowledge(self, message: Message | MessageId) -> None:
-        self._loop.run(self._c.acknowledge, message)
+        self._defer("_ack", message)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        self._loop.run(self._c.acknowledge_cumulative, message)
+        if self._c._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            raise errors.CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared subscription")
+        self._defer("_ack_cumulative", message)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        self._loop.run(self._c.negative_acknowledge, message)
+        self._defer("_nack", message)
 
     def redeliver_unacknowledged_messages(self) -> None:
         self._loop.run(self._c.redeliver_unacknowledged_messages)
@@ -513,13 +551,18 @@ class Reader:
     def __init__(self, loop: _LoopThread, inner: Any, listener: Callable[..., None] | None = None) -> None:
         self._loop = loop
         self._r = inner
+        self._calls = _LoopCalls(loop)
         self._listener = _Listener(self, self.read_next, listener) if listener is not None else None
 
     def topic(self) -> str:
         return self._r.topic()
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        return self._loop.run(self._r.read_next, timeout_millis)
+        consumer = self._r._consumer
+        consumer._check_open()
+        msg = consumer._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
+        self._calls.call_soon(lambda: self._r._consumed(msg))
+        return msg
 
     def has_message_available(self) -> bool:
         return self._loop.run(self._r.has_message_available)

@@ -3,11 +3,17 @@
 Its size is bounded by flow control, not by a capacity check: the broker never sends more
 messages than the permits the consumer granted, and permits are only returned as the
 application dequeues messages (``receiver_queue_size`` per consumer).
+
+The blocking API reads it from user threads (``get_blocking``) without a round trip to the trio
+thread: items are appended and popped with atomic deque operations, and a ``threading.Condition``
+wakes waiting threads.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -24,6 +30,8 @@ class MessageQueue(Generic[M]):
         self._items: deque[M] = deque()
         self._lot = trio.lowlevel.ParkingLot()
         self._closed = False
+        self._cv = threading.Condition()
+        self._thread_waiters = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -32,9 +40,38 @@ class MessageQueue(Generic[M]):
         self._items.append(item)
         if len(self._lot):  # unpark() costs even with nobody waiting
             self._lot.unpark()
+        if self._thread_waiters:
+            with self._cv:
+                self._cv.notify()
 
     def get_nowait(self) -> M | None:
-        return self._items.popleft() if self._items else None
+        try:
+            return self._items.popleft()
+        except IndexError:
+            return None
+
+    def get_blocking(self, timeout_s: float | None = None) -> M:
+        """From a thread other than trio's: the next item, ``Timeout`` or ``AlreadyClosed``."""
+        item = self.get_nowait()
+        if item is not None:
+            return item
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cv:
+            self._thread_waiters += 1
+            try:
+                while True:
+                    item = self.get_nowait()
+                    if item is not None:
+                        return item
+                    if self._closed:
+                        raise errors.AlreadyClosed("consumer closed")
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise errors.Timeout("receive timed out")
+                    # Bounded waits: a notify sent between our check and wait() is never lost for long.
+                    self._cv.wait(0.05 if left is None else min(left, 0.05))
+            finally:
+                self._thread_waiters -= 1
 
     def peek(self) -> M | None:
         return self._items[0] if self._items else None
@@ -69,6 +106,8 @@ class MessageQueue(Generic[M]):
         """Wake every waiting receiver; once empty, ``get`` raises ``AlreadyClosed``."""
         self._closed = True
         self._lot.unpark_all()
+        with self._cv:
+            self._cv.notify_all()
 
     def wake_all(self) -> None:
         self._lot.unpark_all()

@@ -23,9 +23,17 @@ class Reader:
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         msg = await self._consumer.receive(timeout_millis)
+        self._ack(msg)
+        return msg
+
+    def _consumed(self, msg: Message) -> None:
+        """Bookkeeping for a message the blocking facade took from the queue itself."""
+        self._consumer._dequeued(msg)
+        self._ack(msg)
+
+    def _ack(self, msg: Message) -> None:
         # Acks are meaningless for a non-durable cursor but keep the broker's unacked count low.
         self._consumer._owner_of(msg)._ack(msg.message_id())
-        return msg
 
     async def has_message_available(self) -> bool:
         return await self._consumer.has_message_available()
