@@ -49,6 +49,9 @@ def standalone_configs(
         "journal_directory": str(root / "bookkeeper" / "journal"),
         "ledger_directories": [str(root / "bookkeeper" / "ledgers")],
         "metadata_service_uri": store_url,
+        # One process, one client: do not hold a lone add back for group commit (BookKeeper's
+        # journalFlushWhenQueueEmpty); under load the queue is never empty and groups still form.
+        "journal_flush_when_queue_empty": True,
     }
     values.update({k: v for k, v in (bookie_overrides or {}).items() if v is not None})
     return broker, BookieConfig.from_dict(values), store_url
