@@ -27,6 +27,7 @@ class FakeBroker:
         self.entries: list[bytes] = []  # stored entries, entry id = index
         self.hold_receipts = False
         self.max_message_size: int | None = None
+        self.redirect_to: str | None = None  # answer lookups with Redirect to this URL
         self._streams: list[trio.SocketStream] = []
         self._consumers: dict[int, dict[str, Any]] = {}
         self._cancel = trio.CancelScope()
@@ -89,7 +90,11 @@ class FakeBroker:
         elif t == T.PARTITIONED_METADATA:
             out.append(frames.encode_command(c.partitioned_metadata_response(sub.request_id, 0)))
         elif t == T.LOOKUP:
-            out.append(frames.encode_command(c.lookup_response(sub.request_id, broker_service_url=self.url)))
+            if self.redirect_to is not None and not sub.authoritative:
+                reply = c.lookup_response(sub.request_id, broker_service_url=self.redirect_to, redirect=True)
+            else:
+                reply = c.lookup_response(sub.request_id, broker_service_url=self.url)
+            out.append(frames.encode_command(reply))
         elif t == T.PRODUCER:
             out.append(frames.encode_command(c.producer_success(sub.request_id, sub.producer_name or "fake-1")))
         elif t == T.SEND:

@@ -109,3 +109,18 @@ async def test_batch_metadata(fake: FakeBroker) -> None:
         assert [(m.sequence_id, m.partition_key, bytes(p)) for m, p in items] == [
             (0, "k0", b"m0"), (1, "k1", b"m1"), (2, "k2", b"m2")]
         assert [(await f.wait()).batch_index() for f in futures] == [0, 1, 2]
+
+
+async def test_lookup_redirect_and_connection_pool(fake: FakeBroker, nursery: trio.Nursery) -> None:
+    owner = FakeBroker()
+    await nursery.start(owner.run)
+    fake.redirect_to = owner.url
+    async with AsyncClient(fake.url) as client:
+        p1 = await client.create_producer(TOPIC)
+        p2 = await client.create_producer(TOPIC + "-2")
+        await p1.send(b"x")
+        assert len(owner.entries) == 1 and not fake.entries  # served by the broker redirected to
+        assert p1._cnx is p2._cnx and p1._cnx.url == owner.url  # one pooled connection per broker
+        lookups = fake.commands(T.LOOKUP) + owner.commands(T.LOOKUP)
+        assert [lk.authoritative for lk in lookups] == [False, False, True, True]
+    owner.stop()
