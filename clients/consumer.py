@@ -25,7 +25,13 @@ from .lookup import Backoff
 from .message import Message
 from .message_id import MessageId
 from .message_queue import MessageQueue
-from .options import BatchReceivePolicy, ConsumerDeadLetterPolicy, ConsumerType, InitialPosition, RegexSubscriptionMode
+from .options import (
+    BatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerType,
+    InitialPosition,
+    RegexSubscriptionMode,
+)
 from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames

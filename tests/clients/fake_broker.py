@@ -8,7 +8,6 @@ Every command it receives is recorded so tests can assert on the exact wire beha
 
 from __future__ import annotations
 
-
 from typing import Any
 
 import trio

@@ -11,7 +11,15 @@ import httpx
 import pytest
 import trio
 
-from clients import AsyncClient, ConsumerType, InitialPosition, MessageId, ProducerAccessMode, Timeout
+from clients import (
+    AlreadyClosed,
+    AsyncClient,
+    ConsumerType,
+    InitialPosition,
+    MessageId,
+    ProducerAccessMode,
+    Timeout,
+)
 from tests.clients.conftest import Broker
 
 
@@ -34,7 +42,7 @@ async def test_async_produce_consume_read(broker: Broker, topic: str) -> None:
         assert await reader.has_message_available()
         assert (await consumer.get_last_message_id()).entry_id() == ids[-1].entry_id()
     # Leaving the block closed everything.
-    with pytest.raises(Exception):
+    with pytest.raises(AlreadyClosed):
         await producer.send(b"late")
 
 
