@@ -169,7 +169,7 @@ def test_dead_letter_topic(client, topic: str) -> None:  # type: ignore[no-untyp
     seen = 0
     while True:
         try:
-            msg = consumer.receive(2000)
+            msg = consumer.receive(3000)
         except pulsar.Timeout:
             break
         seen += 1

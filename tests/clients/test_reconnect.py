@@ -95,12 +95,12 @@ async def test_keep_alive_detects_paused_broker(tmp_path: Path) -> None:
     node = await trio.to_thread.run_sync(start_broker, tmp_path)
     topic = "persistent://public/default/keepalive"
     try:
-        async with AsyncClient(node.url, keep_alive_interval_seconds=0.3) as client:
+        async with AsyncClient(node.url, keep_alive_interval_seconds=1.0) as client:
             consumer = await client.subscribe(topic, "sub")
             producer = await client.create_producer(topic, batching_enabled=False, send_timeout_millis=0)
             await producer.send(b"before")
             first_cnx = producer._cnx
-            await trio.sleep(1.0)  # answered pings keep an idle connection open
+            await trio.sleep(2.5)  # answered pings keep an idle connection open
             assert producer._cnx is first_cnx and not first_cnx.is_closed
             node.proc.pause()
             try:
