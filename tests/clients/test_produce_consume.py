@@ -335,3 +335,29 @@ def test_reader_on_partitioned_topic(client, broker: Broker, topic: str) -> None
     assert sorted(got) == [b"%d" % i for i in range(6)]
     with pytest.raises(pulsar.OperationNotSupported):
         client.create_reader(topic, pulsar.MessageId(0, 1, 1, -1))
+
+
+def test_key_shared_routes_each_key_to_one_consumer(client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    consumers = [client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                                  consumer_name=f"c{i}") for i in range(2)]
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(40):
+        producer.send(b"%d" % i, partition_key=f"key-{i % 8}")
+    owners: dict[str, set[int]] = {}
+    total = 0
+    for idx, consumer in enumerate(consumers):
+        for msg in drain(consumer, 1000):
+            owners.setdefault(msg.partition_key(), set()).add(idx)
+            total += 1
+    assert total == 40
+    assert all(len(who) == 1 for who in owners.values())
+
+
+def test_schema_objects_encode_and_decode(client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    from pulsar.schema import StringSchema
+
+    consumer = client.subscribe(topic, "sub", schema=StringSchema())
+    producer = client.create_producer(topic, schema=StringSchema())
+    producer.send("héllo")
+    msg = consumer.receive(5000)
+    assert msg.value() == "héllo" and msg.data() == "héllo".encode()
