@@ -105,6 +105,7 @@ async def test_deduplication_survives_topic_reload(broker: BrokerService) -> Non
     def produce(seqs: list[int]) -> None:
         client = client_for(broker)
         try:
+            client.subscribe("t-dedup", "keep").close()  # retention: keep the data for a subscription
             p = client.create_producer("t-dedup", producer_name="dp", batching_enabled=False)
             for s in seqs:
                 p.send(f"m{s}".encode(), sequence_id=s)
@@ -118,7 +119,8 @@ async def test_deduplication_survives_topic_reload(broker: BrokerService) -> Non
     await in_thread(lambda: produce([1, 2, 3]))
     reloaded = broker.topics["persistent://public/default/t-dedup"]
     assert reloaded is not topic
-    assert reloaded.ml.number_of_entries == 4  # 1 and 2 were duplicates
+    # 1 and 2 were duplicates: 0, 1, 2, 3 stored
+    assert reloaded.subscriptions["keep"].cursor.number_of_entries_in_backlog == 4
 
 
 async def test_get_last_message_id(broker: BrokerService) -> None:
