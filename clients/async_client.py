@@ -93,16 +93,20 @@ class AsyncClient:
             result = await self._nursery_cm.__aexit__(*exc)
         return result
 
-    async def close(self) -> None:
-        """Close every producer and consumer (flushing producers), then the connections."""
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Close every producer (flushing it) and consumer, then the connections.
+
+        Bounded by ``timeout_s``: whatever has not closed by then is cancelled (its pending
+        sends fail) when the client's nursery closes."""
         if self._closed:
             return
         self._closed = True
-        for handle in list(self._handles):
-            try:
-                await handle.close()
-            except errors.PulsarException as exc:
-                log.info("closing %s: %s", handle, exc)
+        with trio.move_on_after(timeout_s):
+            for handle in list(self._handles):
+                try:
+                    await handle.close()
+                except errors.PulsarException as exc:
+                    log.info("closing %s: %s", handle, exc)
         self._pool.close_all()
 
     def _check_open(self) -> None:

@@ -225,10 +225,16 @@ class Consumer(ConsumerBase):
         with self._scope:
             await self._establish()
             task_status.started()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._reconnector)
-                nursery.start_soon(self._ack_timer)
-                nursery.start_soon(self._redelivery_timer)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._reconnector)
+                    nursery.start_soon(self._ack_timer)
+                    nursery.start_soon(self._redelivery_timer)
+            except* Exception as group:  # a bug here must fail this consumer, not the whole client
+                log.error("consumer on %s failed", self._topic, exc_info=group)
+                self._fatal = errors.UnknownError(f"consumer failed: {group.exceptions[0]!r}")
+                if self._own_queue:
+                    self._queue.close()
 
     def _subscribe_command(self, request_id: int):  # type: ignore[no-untyped-def]
         cfg = self._config

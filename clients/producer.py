@@ -490,11 +490,15 @@ class Producer:
         with self._scope:
             await self._establish()
             task_status.started()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._batch_timer)
-                if self._config.send_timeout_millis > 0:
-                    nursery.start_soon(self._send_timeout_checker)
-                nursery.start_soon(self._reconnector)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._batch_timer)
+                    if self._config.send_timeout_millis > 0:
+                        nursery.start_soon(self._send_timeout_checker)
+                    nursery.start_soon(self._reconnector)
+            except* Exception as group:  # a bug here must fail this producer, not the whole client
+                log.error("producer on %s failed", self._topic, exc_info=group)
+                self._set_fatal(errors.UnknownError(f"producer failed: {group.exceptions[0]!r}"))
 
     async def _establish(self) -> None:
         client = self._client
@@ -510,6 +514,7 @@ class Producer:
                     self._producer_id,
                     rid,
                     producer_name=self._name,
+                    user_provided_name=self._user_named,
                     epoch=self._epoch,
                     access_mode=int(self._config.access_mode),
                     metadata=self._config.properties,

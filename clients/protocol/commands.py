@@ -340,6 +340,7 @@ def producer(
     request_id: int,
     *,
     producer_name: str | None = None,
+    user_provided_name: bool | None = None,
     epoch: int = 0,
     access_mode: int = pb.Shared,
     metadata: Mapping[str, str] | None = None,
@@ -351,7 +352,8 @@ def producer(
     c.topic, c.producer_id, c.request_id = topic, producer_id, request_id
     if producer_name is not None:
         c.producer_name = producer_name
-    c.user_provided_producer_name = producer_name is not None
+    # False when the broker generated the name (a re-created producer sends it back).
+    c.user_provided_producer_name = producer_name is not None if user_provided_name is None else user_provided_name
     _set(c, epoch=epoch or None, producer_access_mode=access_mode or None, topic_epoch=topic_epoch,
          initial_subscription_name=initial_subscription_name)
     _key_values(c.metadata, metadata)

@@ -72,6 +72,7 @@ async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBro
         # The re-created producer keeps the name the broker assigned (dedup relies on it).
         assert len(producers) == 2 and not producers[0].HasField("producer_name")
         assert producers[1].producer_name == "fake-1" and producers[1].producer_id == producers[0].producer_id
+        assert not producers[1].user_provided_producer_name
 
 
 async def test_chunk_layout(fake: FakeBroker) -> None:
