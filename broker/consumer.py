@@ -47,7 +47,7 @@ class ConsumerPeer(Protocol):
 
 @dataclass(eq=False)
 class Consumer:
-    subscription: "Subscription"
+    subscription: "Subscription | None"  # set when the topic attaches the consumer
     peer: ConsumerPeer
     consumer_id: int
     name: str

@@ -137,3 +137,31 @@ def test_dedup_rules() -> None:
     dd.failed("p")
     assert dd.check("p", 5, 7) is DupStatus.NEW  # a failed send may be retried
     assert dd.last_sequence_id("p") == 0
+
+
+def test_cli_config_layers(tmp_path: Path) -> None:
+    from broker.cli import build_config
+
+    f = tmp_path / "b.toml"
+    f.write_text("broker_service_port = 7001\ndelayed_delivery_tick_time_millis = 50\n")
+    c = build_config(str(f), {"web_service_port": 9001, "cluster_name": None},
+                     ("max_unacked_messages_per_consumer=3", "broker_deduplication_enabled=true"))
+    assert (c.broker_service_port, c.web_service_port, c.delayed_delivery_tick_time_millis) == (7001, 9001, 50)
+    assert c.max_unacked_messages_per_consumer == 3 and c.broker_deduplication_enabled is True
+    import click
+
+    with pytest.raises(click.BadParameter):
+        build_config(None, {}, ("no_such=1",))
+
+
+def test_standalone_and_broker_commands_are_listed() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "quire", "standalone", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for flag in ("--data-dir", "--port", "--web-port", "--bookie-port", "--bookie-http-port", "--conf"):
+        assert flag in out
+    out = subprocess.run([sys.executable, "-m", "quire", "broker", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    assert "--metadata-url" in out
