@@ -355,13 +355,16 @@ class ServerConnection:
                                 user_provided_name=c.user_provided_producer_name,
                                 metadata={kv.key: kv.value for kv in c.metadata}, schema_version=schema_version)
             wait = await topic.add_producer(producer, c.topic_epoch if c.HasField("topic_epoch") else None)
+            # Registered at once so a connection closing meanwhile detaches it (also from the
+            # WaitForExclusive queue).
+            self.producers[pid] = producer
             if wait is not None:
                 self.write(C.producer_success(c.request_id, pname, -1, schema_version=schema_version, producer_ready=False))
                 await wait.wait()
                 if topic.closed or producer.closed:
+                    self.producers.pop(pid, None)
                     self._error(c.request_id, ServiceNotReadyError("Topic closed while waiting for exclusive access"))
                     return
-            self.producers[pid] = producer
             self.write(C.producer_success(c.request_id, pname, topic.last_sequence_id(pname),
                                           schema_version=schema_version, topic_epoch=producer.epoch))
         except (BrokerError, MetadataError, ManagedLedgerError) as exc:

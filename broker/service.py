@@ -124,6 +124,17 @@ class BrokerService:
             self.ownership.owned.clear()
         for topic in list(self.topics.values()):
             self.spawn(topic.close)
+        self.spawn(self._reregister)
+
+    async def _reregister(self) -> None:
+        """After a session loss the store reconnects with a new session: announce us again."""
+        while True:
+            try:
+                await self._register()
+                return
+            except MetadataError as exc:
+                log.warning("re-registering the broker failed (%r); retrying", exc)
+                await trio.sleep(1)
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         if self._nursery is not None:
@@ -217,8 +228,11 @@ class BrokerService:
         key = str(name)
         while True:
             topic = self.topics.get(key)
-            if topic is not None and not topic.closed:
-                return topic
+            if topic is not None:
+                if not topic.closed:
+                    return topic
+                await topic.close_done.wait()  # unloading: reopen only once it is closed
+                continue
             loading = self._loading.get(key)
             if loading is None:
                 break

@@ -66,6 +66,7 @@ class PersistentTopic:
         self.exclusive_producer: Producer | None = None
         self.waiting_exclusive: deque[tuple[Producer, trio.Event]] = deque()
         self.closed = False
+        self.close_done = trio.Event()
         self.fenced = False
         self._last_entry: tuple[Position, bytes] | None = None
         self._nursery: trio.Nursery | None = None
@@ -162,6 +163,7 @@ class PersistentTopic:
         if self._scope is not None:
             self._scope.cancel()
         self.service.forget_topic(self)
+        self.close_done.set()
 
     def _fenced(self, exc: BaseException) -> None:
         if self.fenced:
