@@ -184,6 +184,8 @@ class AsyncClient:
         if n > 0:
             multi = MultiTopicsConsumer(self, cfg, topic_label=name)
             await multi.add_topics([(partition_name(name, i), i) for i in range(n)])
+            assert self._nursery is not None
+            await self._nursery.start(multi.watch_partitions, name)
             self._handles.add(multi)
             return multi
         consumer = Consumer(self, name, cfg)

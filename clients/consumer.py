@@ -74,6 +74,7 @@ class ConsumerConfig:
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
     key_shared_sticky: bool = False
+    partitions_update_interval_s: float = 60.0
 
 
 class ConsumerBase(abc.ABC):

@@ -40,7 +40,7 @@ class MultiTopicsConsumer(ConsumerBase):
         self._queue: MessageQueue[Message] = MessageQueue()
         self._children: dict[str, Consumer] = {}
         self._closed = False
-        self._scope = trio.CancelScope()
+        self._scopes: list[trio.CancelScope] = []  # discovery tasks, cancelled on close
 
     def topic(self) -> str:
         return self._label
@@ -94,7 +94,8 @@ class MultiTopicsConsumer(ConsumerBase):
         if self._closed:
             return
         self._closed = True
-        self._scope.cancel()
+        for scope in self._scopes:
+            scope.cancel()
         for child in list(self._children.values()):
             await child.close()
         self._queue.close()
@@ -133,12 +134,32 @@ class MultiTopicsConsumer(ConsumerBase):
                 return True
         return False
 
-    # -- pattern discovery ---------------------------------------------------------------------
+    # -- partition and pattern discovery -------------------------------------------------------
+
+    async def watch_partitions(self, topic: str, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Subscribe to partitions added to ``topic`` (every ``partitions_update_interval_s``)."""
+        scope = trio.CancelScope()
+        self._scopes.append(scope)
+        with scope:
+            task_status.started()
+            while True:
+                await trio.sleep(self._config.partitions_update_interval_s)
+                try:
+                    count = await self._client._lookup.partitions(topic)
+                    known = {c._partition for c in self._children.values() if base_topic(c.topic()) == topic}
+                    new = [(partition_name(topic, i), i) for i in range(count) if i not in known]
+                    if new:
+                        await self.add_topics(new)
+                except errors.PulsarException as exc:
+                    log.info("partition update of %s failed: %s", topic, exc)
+
 
     async def run_pattern_discovery(
         self, namespace: str, pattern: re.Pattern[str], mode: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:
-        with self._scope:
+        scope = trio.CancelScope()
+        self._scopes.append(scope)
+        with scope:
             task_status.started()
             while True:
                 await trio.sleep(max(1, self._config.pattern_auto_discovery_period))

@@ -83,18 +83,38 @@ class PartitionedProducer:
         self._rr = random.randrange(partitions)
         self._rr_count = 0
         self._single = random.randrange(partitions)
+        self._scope = trio.CancelScope()
 
     async def _start(self) -> None:
         try:
-            for i in range(self._n):
-                child = Producer(self._client, partition_name(self._topic, i), self._config, partition=i)
-                await self._client._start_child(child)
-                self._children.append(child)
+            await self._add_partitions(self._n)
         except BaseException:
             with trio.CancelScope(shield=True):
                 for child in self._children:
                     await child.close()
             raise
+        assert self._client._nursery is not None
+        await self._client._nursery.start(self._watch_partitions)
+
+    async def _add_partitions(self, count: int) -> None:
+        for i in range(len(self._children), count):
+            child = Producer(self._client, partition_name(self._topic, i), self._config, partition=i)
+            await self._client._start_child(child)
+            self._children.append(child)
+        self._n = len(self._children)
+
+    async def _watch_partitions(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Pick up partitions added to the topic (every ``partitions_update_interval_s``)."""
+        with self._scope:
+            task_status.started()
+            while True:
+                await trio.sleep(self._config.partitions_update_interval_s)
+                try:
+                    count = await self._client._lookup.partitions(self._topic)
+                    if count > len(self._children):
+                        await self._add_partitions(count)
+                except errors.PulsarException:
+                    continue  # retried at the next interval
 
     def topic(self) -> str:
         return self._topic
@@ -147,6 +167,7 @@ class PartitionedProducer:
             await child.flush()
 
     async def close(self) -> None:
+        self._scope.cancel()
         for child in self._children:
             await child.close()
         self._client._forget(self)

@@ -56,6 +56,7 @@ class ProducerConfig:
     properties: dict[str, str] | None = None
     schema: Any = None
     initial_subscription_name: str | None = None
+    partitions_update_interval_s: float = 60.0
 
 
 class SendFuture:

@@ -162,3 +162,19 @@ async def test_pending_queue_full(broker: Broker, topic: str) -> None:
         await producer.flush()
         assert [(await f.wait()).batch_index() for f in first] == [0, 1]
         await producer.send_async(b"d")  # room again once acknowledged
+
+
+async def test_partitions_added_later_are_used(broker: Broker, topic: str) -> None:
+    path = topic.replace("persistent://", "")
+    async with AsyncClient(broker.url) as client, httpx.AsyncClient(base_url=broker.admin_url) as admin:
+        assert (await admin.put(f"/admin/v2/persistent/{path}/partitions", json=2)).status_code in (200, 204)
+        consumer = await client.subscribe(topic, "sub", partitions_update_interval_s=0.3)
+        producer = await client.create_producer(topic, batching_enabled=False, partitions_update_interval_s=0.3)
+        assert (await admin.post(f"/admin/v2/persistent/{path}/partitions", json=3)).status_code in (200, 204)
+        with trio.fail_after(10):
+            while len(producer._children) < 3 or len(consumer._children) < 3:
+                await trio.sleep(0.1)
+        ids = [await producer.send(b"%d" % i) for i in range(6)]
+        assert {m.partition() for m in ids} == {0, 1, 2}
+        got = sorted([(await consumer.receive(5000)).data() for _ in range(6)])
+        assert got == [b"%d" % i for i in range(6)]
