@@ -211,12 +211,13 @@ class ServerConnection:
             return
         self.write(C.active_consumer_change(consumer_id, is_active))
 
-    async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery]) -> None:
+    async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery],
+                            consumer_epoch: int | None = None) -> None:
         out = self._out
         nbytes = 0
         for d in deliveries:
             cmd = C.message(consumer_id, d.position.ledger_id, d.position.entry_id, partition=partition,
-                            redelivery_count=d.redelivery_count, ack_set=d.ack_set)
+                            redelivery_count=d.redelivery_count, ack_set=d.ack_set, consumer_epoch=consumer_epoch)
             frame = frames.message_frame(cmd, d.data)
             out.append(frame)
             nbytes += len(frame)
@@ -437,6 +438,7 @@ class ServerConnection:
                 name=c.consumer_name if c.consumer_name else uuid.uuid4().hex[:10],
                 sub_type=c.subType, priority_level=c.priority_level,
                 metadata={kv.key: kv.value for kv in c.metadata}, key_ranges=ranges,
+                epoch=c.consumer_epoch if c.HasField("consumer_epoch") else None,
             )
             self.consumers[cid] = consumer
             initial = "earliest" if c.initialPosition == pb.CommandSubscribe.Earliest else "latest"
@@ -482,6 +484,8 @@ class ServerConnection:
         if consumer is None or consumer.subscription is None:
             return
         ids = [_position(m) for m in c.message_ids] if len(c.message_ids) else None
+        if c.HasField("consumer_epoch"):
+            consumer.epoch = c.consumer_epoch
         consumer.subscription.on_redeliver(consumer, ids)
 
     def _on_close_consumer(self, c: pb.CommandCloseConsumer) -> None:

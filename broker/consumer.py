@@ -38,7 +38,8 @@ class ConsumerPeer(Protocol):
 
     address: str
 
-    async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery]) -> None: ...
+    async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery],
+                            consumer_epoch: int | None = None) -> None: ...
 
     def send_close_consumer(self, consumer_id: int) -> None: ...
 
@@ -62,6 +63,9 @@ class Consumer:
     pending_acks: dict["Position", tuple[int, int]] = field(default_factory=dict)
     connected_since: float = field(default_factory=time.time)
     closed: bool = False
+    # The client's consumer epoch (bumped by each redeliver-all): echoed in MESSAGE so the
+    # client drops deliveries that were in flight before its redelivery request.
+    epoch: int | None = None
     msg_out: int = 0
     bytes_out: int = 0
     msg_redelivered: int = 0
@@ -93,7 +97,7 @@ class Consumer:
             if track and d.position not in self.pending_acks:
                 self.unacked_messages += d.num_messages
                 self.pending_acks[d.position] = (d.num_messages, d.sticky_hash)
-        await self.peer.send_messages(self.consumer_id, partition, deliveries)
+        await self.peer.send_messages(self.consumer_id, partition, deliveries, self.epoch)
 
     def release(self, position: "Position") -> int | None:
         """Forget a pending entry (acked or handed back); its sticky hash, or None if it
