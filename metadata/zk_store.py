@@ -20,6 +20,7 @@ CHANGED (data) or CHILDREN (children) event so the owner re-reads and re-watches
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +61,8 @@ from metadata.errors import (
 from metadata.store import EventType, MetadataStore, Stat, WatchCallback, WatchEvent
 
 log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 200  # requests outstanding per store (kazoo's wake-up socketpair holds ~278)
 
 _EVENT_TYPES = {
     KazooEventType.CREATED: EventType.CREATED,
@@ -114,6 +117,9 @@ class ZooKeeperStore(MetadataStore):
         self._dropped: list[tuple[str, str, WatchCallback]] = []  # watches kazoo dropped
         self._lock = threading.Lock()  # guards the two above (kazoo threads touch them)
         self._connected_event = trio.Event()
+        # Bounded in-flight requests keep kazoo's wake-up socketpair (see _drain_wakeups)
+        # from filling while connected, so submitting never blocks the event loop.
+        self._in_flight = trio.CapacityLimiter(MAX_IN_FLIGHT)
         client.add_listener(self._on_state)
 
     @classmethod
@@ -175,20 +181,46 @@ class ZooKeeperStore(MetadataStore):
         self._lost_callbacks.append(callback)
 
     def _on_state(self, state: str) -> None:
-        # kazoo thread; must not block.
+        # kazoo's connection thread; must not block. It is the socketpair's only reader and
+        # is not reading it right now, so the wake-ups can be re-counted safely.
+        self._drain_wakeups()
         if self._closing:
             return
         if state == KazooState.LOST:
             log.warning("ZooKeeper session expired")
             for callback in list(self._lost_callbacks):
                 deliver(self._token, callback)
-        elif state == KazooState.CONNECTED:
+        elif state == KazooState.CONNECTED:  # kazoo marks itself connected before telling us
             deliver(self._token, self._set_connected)
             with self._lock:
                 dropped, self._dropped = self._dropped, []
             for path, kind, callback in dropped:
                 event_type = EventType.CHILDREN if kind == "children" else EventType.CHANGED
                 deliver(self._token, callback, WatchEvent(event_type, path))
+
+    def _drain_wakeups(self) -> None:
+        """Re-count kazoo's wake-up socketpair on every connection state change.
+
+        kazoo writes one byte per request into a socketpair that holds only ~278 of them and
+        reads a byte back only when it sends that request. Requests failed by a disconnect
+        leave their bytes behind; once it is full, the next request blocks its caller (our
+        event loop) until kazoo reconnects. So: empty it, then put back one byte per request
+        still queued so none is stranded."""
+        connection = getattr(self._client, "_connection", None)
+        read_sock = getattr(connection, "_read_sock", None)
+        write_sock = getattr(connection, "_write_sock", None)
+        if read_sock is None or write_sock is None:
+            return
+        try:
+            while read_sock.recv(4096, socket.MSG_DONTWAIT):
+                pass
+        except OSError:
+            pass  # empty (EAGAIN) or closed
+        for _ in range(len(self._client._queue)):
+            try:
+                write_sock.send(b"\0", socket.MSG_DONTWAIT)
+            except OSError:
+                break
 
     def _watcher(self, path: str, kind: str, callback: WatchCallback | None) -> Callable[[WatchedEvent], None] | None:
         if callback is None:
@@ -200,14 +232,20 @@ class ZooKeeperStore(MetadataStore):
                 return existing
 
             def watcher(event: WatchedEvent) -> None:
+                event_type = _EVENT_TYPES.get(event.type)
                 with self._lock:
                     self._watchers.pop(key, None)
-                    if event.type == KazooEventType.NONE:
-                        # Connection dropped: kazoo forgot the watch; tell the owner on reconnect.
-                        if not self._closing:
+                    if event_type is None:
+                        # Connection dropped: kazoo forgot the watch. Tell the owner once we are
+                        # connected again (now, if kazoo already reconnected before this ran;
+                        # the state listener flushes the rest under the same lock).
+                        if self._closing:
+                            return
+                        if not self._client.connected:
                             self._dropped.append(key)
-                        return
-                deliver(self._token, callback, WatchEvent(_EVENT_TYPES[event.type], path))
+                            return
+                        event_type = EventType.CHILDREN if kind == "children" else EventType.CHANGED
+                deliver(self._token, callback, WatchEvent(event_type, path))
 
             self._watchers[key] = watcher
             return watcher
@@ -235,15 +273,16 @@ class ZooKeeperStore(MetadataStore):
         result = None
         try:
             with trio.move_on_after(self._operation_timeout_s):
-                # Submit only while connected: kazoo would queue a request made while it is
-                # reconnecting and send it whenever it gets through, long after we gave up.
-                await self._until_connected()
-                try:
-                    result = start()
-                except (KazooException, KazooTimeoutError) as exc:
-                    raise _translate(exc, what) from exc
-                result.rawlink(completed)
-                await done.wait()
+                async with self._in_flight:
+                    # Submit only while connected: kazoo would queue a request made while it is
+                    # reconnecting and send it whenever it gets through, long after we gave up.
+                    await self._until_connected()
+                    try:
+                        result = start()
+                    except (KazooException, KazooTimeoutError) as exc:
+                        raise _translate(exc, what) from exc
+                    result.rawlink(completed)
+                    await done.wait()
         finally:
             if result is not None and not done.is_set():
                 result.unlink(completed)
