@@ -1,4 +1,4 @@
-"""Fixtures for client tests: one real ``quire standalone`` per session and client factories."""
+"""Fixtures for client tests: one real ``quire standalone`` for the package, client factories."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def start_broker(base: Path, port: int | None = None, web_port: int | None = Non
     return Broker(proc, port, web_port, data)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # torn down once tests/clients is done, not at session end
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     node = start_broker(tmp_path_factory.mktemp("client-broker"))
     try:
