@@ -80,6 +80,13 @@ class Consumer:
         return self.max_unacked > 0 and self.unacked_messages >= self.max_unacked
 
     @property
+    def room(self) -> int:
+        """Messages this consumer may receive now: permits, capped by its unacked limit."""
+        if self.max_unacked > 0:
+            return min(self.permits, self.max_unacked - self.unacked_messages)
+        return self.permits
+
+    @property
     def available(self) -> bool:
         return not self.closed and self.permits > 0 and not self.blocked
 

@@ -142,7 +142,7 @@ class KeySharedRouter:
         return self._owners[i] if i < len(self._owners) else None
 
     def budget(self) -> int:
-        return sum(c.permits for c in self.consumers if c.available)
+        return sum(c.room for c in self.consumers if c.available)
 
     def consumer_for_hash(self, h: int) -> Consumer | None:
         c = self.owner(h)
@@ -160,7 +160,7 @@ class KeySharedRouter:
                 if c is not None:
                     blocked.add(c)
                 continue
-            left = room.setdefault(c, c.permits)
+            left = room.setdefault(c, c.room)
             if left <= 0:
                 leftovers.append(d)
                 blocked.add(c)

@@ -45,7 +45,7 @@ class SingleActiveRouter:
 
     def budget(self) -> int:
         a = self.active
-        return a.permits if a is not None and a.available else 0
+        return a.room if a is not None and a.available else 0
 
     def consumer_for_hash(self, sticky_hash: int) -> Consumer | None:
         a = self.active

@@ -165,3 +165,13 @@ def test_standalone_and_broker_commands_are_listed() -> None:
     out = subprocess.run([sys.executable, "-m", "quire", "broker", "--help"], capture_output=True, text=True,
                          check=True).stdout
     assert "--metadata-url" in out
+
+
+def test_shared_router_prefers_higher_priority() -> None:
+    r = SharedRouter(round_robin_batch=1)
+    low, high1, high2 = consumer("low", permits=100, priority=5), consumer("h1", permits=2), consumer("h2", permits=2)
+    for c in (low, high1, high2):
+        r.add_consumer(c)
+    out, left = r.assign([d(i) for i in range(6)], set())
+    assert len(out[high1]) == 2 and len(out[high2]) == 2 and len(out[low]) == 2 and not left
+    assert [x.position.entry_id for x in out[high1]] != [x.position.entry_id for x in out[high2]]
