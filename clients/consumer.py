@@ -171,6 +171,7 @@ class Consumer(ConsumerBase):
         self._closed = False
         self._fatal: BaseException | None = None
         self._epoch = 0
+        self._subscriptions = 0  # successful SUBSCRIBEs so far (a seek watches it)
         self._sub_type = {
             ConsumerType.Exclusive: CommandSubscribe.Exclusive,
             ConsumerType.Shared: CommandSubscribe.Shared,
@@ -276,6 +277,7 @@ class Consumer(ConsumerBase):
         except BaseException:
             cnx.unregister_consumer(self._consumer_id, self)
             raise
+        self._subscriptions += 1
         # Whatever was queued from the previous connection will be redelivered: drop it.
         self._clear_queue()
         self._batch_unacked.clear()
@@ -729,13 +731,18 @@ class Consumer(ConsumerBase):
             # broker's CLOSE_CONSUMER makes us re-subscribe before the seek reply arrives.
             self._last_dequeued = None
             self._config.start_message_id = None if new_filter is None else new_filter[0]
+        subscriptions_before = self._subscriptions
         await cnx.request(command, rid)
+        self._start_filter = new_filter
+        self._nacked.clear()
+        if self._subscriptions != subscriptions_before:
+            # The broker closed us for the seek and we already re-subscribed (which dropped the
+            # stale queue): what is queued now comes from the new position, keep it.
+            return
         # Messages queued before the seek are stale; the broker restarts delivery at the target.
         cleared = self._clear_queue()
         self._batch_unacked.clear()
         self._unacked.clear()
-        self._nacked.clear()
-        self._start_filter = new_filter
         self._last_dequeued = None
         if self._cnx is cnx and not cnx.is_closed:
             self._credit(cleared)
