@@ -189,7 +189,9 @@ class Subscription:
             if progressed:
                 await trio.lowlevel.checkpoint()
                 continue
-            due = self.delayed.next_due_ms()
+            # The delayed-delivery timer only matters while someone could take the messages;
+            # otherwise new permits wake us (and a due timer would spin).
+            due = self.delayed.next_due_ms() if self._budget() > 0 else None
             if due is None:
                 await wake.wait()
             else:
