@@ -143,3 +143,19 @@ async def test_ack_response_and_consumer_stats_over_raw_protocol(broker) -> None
         assert topic in topics.topics
         await stream.send_all(frames.encode_command(C.ping()))
         await _read_until(stream, dec, T.PONG)
+
+
+async def test_keep_alive_pings_and_closes_silent_clients(nursery: trio.Nursery) -> None:
+    broker = await start_broker(nursery, keep_alive_interval_seconds=1)
+    stream = await trio.open_tcp_stream("127.0.0.1", broker.port)
+    dec = frames.FrameDecoder()
+    seen: list[int] = []
+    async with stream:
+        await stream.send_all(frames.encode_command(C.connect("silent", protocol_version=20)))
+        with trio.fail_after(10):
+            while True:
+                data = await stream.receive_some(65536)
+                if not data:
+                    break  # the broker gave up on us
+                seen.extend(f.command.type for f in dec.feed(data))
+    assert seen[0] == T.CONNECTED and T.PING in seen
