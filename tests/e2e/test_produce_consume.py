@@ -133,7 +133,7 @@ def test_large_messages_and_chunking(client: pulsar.Client) -> None:
     t = topic()
     consumer = client.subscribe(t, "s")
     big = client.create_producer(t, batching_enabled=False)
-    payload = bytes(range(256)) * (4 * 1024 * 1024 // 256)  # 4 MiB fits in one frame
+    payload = bytes(range(250)) * 20_000  # 5 MB: fits in one frame under the 5 MiB limit
     big.send(payload)
     assert consumer.receive(timeout_millis=15000).data() == payload
     chunked = client.create_producer(t, batching_enabled=False, chunking_enabled=True)
