@@ -7,6 +7,7 @@ Values that decode as msgpack are shown as JSON; others as text if UTF-8, else h
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -51,6 +52,8 @@ def _run(
         finally:
             await store.close()
 
+    # kazoo logs every reconnect attempt; the command reports the outcome itself.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     try:
         return trio.run(main)
     except MetadataError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -43,3 +44,37 @@ async def test_two_processes_sequential_and_ledger_ids(zk_url: str, quire_procs,
         assert await store.children("/ledgers/idgen") == []  # allocation nodes are cleaned up
     finally:
         await store.close()
+
+
+async def _until(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    with trio.fail_after(timeout):
+        while not await predicate():
+            await trio.sleep(0.1)
+
+
+async def test_session_expires_when_client_is_frozen(zk_url: str, quire_procs) -> None:
+    """A real server-side expiry: the client stops heartbeating (SIGSTOP) for longer than its
+    2 s session timeout; ZooKeeper drops its ephemeral node; once resumed the client learns
+    its session is gone, runs its session-lost callback and re-creates the node."""
+    worker = Path(__file__).with_name("session_worker.py")
+    proc = quire_procs.command([sys.executable, str(worker), zk_url], name="session-worker", ready_log="^ready")
+    store = await open_store(zk_url)
+    try:
+        assert (await store.exists("/member")).ephemeral
+        proc.pause()
+
+        async def gone() -> bool:
+            return await store.exists("/member") is None
+
+        await _until(gone)
+        proc.resume()
+        await _until(lambda: _log_has(proc, "^recreated"))
+        value, stat = await store.get("/member")
+        assert value == b"worker again" and stat.ephemeral
+        assert "lost" in proc.log_text().split()
+    finally:
+        await store.close()
+
+
+async def _log_has(proc, pattern: str) -> bool:  # type: ignore[no-untyped-def]
+    return re.search(pattern, proc.log_text(), re.MULTILINE) is not None
