@@ -187,6 +187,7 @@ class Consumer(ConsumerBase):
         # Acks waiting for the group timer.
         self._pending_acks: dict[Key, Any] = {}
         self._pending_cumulative: Key | None = None
+        self._acks_queued = trio.Event()
         # Batches delivered but not fully acked: (ledger, entry) -> batch indexes still unacked.
         self._batch_unacked: dict[Key, set[int]] = {}
         self._batch_sizes: dict[Key, int] = {}
@@ -585,6 +586,7 @@ class Consumer(ConsumerBase):
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
+        self._acks_queued.set()
         if len(self._pending_acks) >= 1000 or self._config.ack_group_time_ms <= 0:
             self._flush_acks()
 
@@ -601,6 +603,7 @@ class Consumer(ConsumerBase):
             del self._batch_unacked[k]
         if target[1] >= 0 and (self._pending_cumulative is None or target > self._pending_cumulative):
             self._pending_cumulative = target
+            self._acks_queued.set()
         if self._config.ack_group_time_ms <= 0:
             self._flush_acks()
 
@@ -621,10 +624,15 @@ class Consumer(ConsumerBase):
             pass
 
     async def _ack_timer(self) -> None:
+        """Send grouped acks ``ack_group_time_ms`` after the first one queued; idle otherwise."""
         interval = max(0.01, self._config.ack_group_time_ms / 1000)
         while True:
+            await self._acks_queued.wait()
+            self._acks_queued = trio.Event()
             await trio.sleep(interval)
             self._flush_acks()
+            if self._pending_acks or self._pending_cumulative is not None:
+                self._acks_queued.set()  # not connected: try again later
 
     # -- redelivery ----------------------------------------------------------------------------
 

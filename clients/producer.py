@@ -141,6 +141,7 @@ class Producer:
         self._slots = trio.Semaphore(max(1, config.max_pending_messages))
         self._batch: list[tuple[OutgoingMessage, int, SendFuture]] = []
         self._batch_bytes = 0
+        self._batch_started = trio.Event()
         self._cnx: ClientConnection | None = None
         self._disconnected = trio.Event()
         self._scope = trio.CancelScope()
@@ -239,6 +240,8 @@ class Producer:
                 or self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
             ):
                 self._flush_batch()
+            if not self._batch:
+                self._batch_started.set()
             self._batch.append((msg, seq, fut))
             self._batch_bytes += size
             if len(self._batch) >= self._config.batching_max_messages:
@@ -562,8 +565,11 @@ class Producer:
                 log.info("producer %s on %s: reconnect failed: %s", self._name, self._topic, exc)
 
     async def _batch_timer(self) -> None:
+        """Flush an open batch ``batching_max_publish_delay_ms`` after it started; idle otherwise."""
         delay = max(0.001, self._config.batching_max_publish_delay_ms / 1000)
         while True:
+            await self._batch_started.wait()
+            self._batch_started = trio.Event()
             await trio.sleep(delay)
             self._flush_batch()
 
