@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 import threading
 
-from metadata.local_tree import LocalSession, LocalTree, NodeRecord, NodeTable
+from metadata.local_session import LocalSession
+from metadata.local_tree import LocalTree, NodeRecord, NodeTable
 
 _trees: dict[str, LocalTree] = {}
 _trees_lock = threading.Lock()

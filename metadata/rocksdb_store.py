@@ -26,7 +26,8 @@ import trio
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from metadata.errors import SessionLostError, StoreUnavailableError
-from metadata.local_tree import LocalSession, LocalTree, NodeRecord, NodeTable
+from metadata.local_session import LocalSession
+from metadata.local_tree import LocalTree, NodeRecord, NodeTable
 
 _NODE = b"N"
 _EPHEMERAL = b"E"
