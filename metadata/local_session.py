@@ -49,7 +49,11 @@ class LocalSession(MetadataStore):
         if not self._tree.is_session_open(self._session_id):
             self._renew_session()
         if self._limiter is None:
-            return fn(self._session_id, *args)
+            # Like every trio operation, yield to the scheduler: a loop of in-memory calls
+            # must not starve other tasks, and queued watch callbacks get to run.
+            result = fn(self._session_id, *args)
+            await trio.lowlevel.checkpoint()
+            return result
         return await trio.to_thread.run_sync(fn, self._session_id, *args, limiter=self._limiter)
 
     def _renew_session(self) -> None:
