@@ -52,6 +52,10 @@ def test_perf_produce_and_consume(broker: Broker, tmp_path: Path) -> None:
     official = quire(broker, "perf", "produce", topic, "--client", "official", "-m", "500", "-t", "0",
                      "--no-progress")
     assert json.loads(official.stdout.strip().splitlines()[-1])["messages"] == 500
+    # Rate limiting: 100 messages at 200 msg/s cannot finish in under ~0.5 s.
+    paced = quire(broker, "perf", "produce", topic, "-r", "200", "-m", "100", "-t", "0", "--no-progress")
+    summary = json.loads(paced.stdout.strip().splitlines()[-1])
+    assert summary["messages"] == 100 and summary["duration_s"] >= 0.45
 
 
 def test_admin(broker: Broker) -> None:
