@@ -58,6 +58,9 @@ class Subscription:
         self.batch_ack_sets: dict[Position, list[int]] = dict(getattr(cursor, "batch_deleted_indexes", {}) or {})
         self.delayed = DelayedDeliveryTracker(self.config.delayed_delivery_tick_time_millis)
         self.avg_messages_per_entry = 1.0
+        # Exclusive/Failover do not track what is pending (a reader may never ack); they
+        # redeliver by rewinding the cursor to the mark-delete position, as Pulsar does.
+        self._rewind = False
         self.lock = trio.Lock()  # cursor moves (dispatch reads, seek, skip) one at a time
         self.closed = False
         self._wake = trio.Event()
@@ -142,11 +145,14 @@ class Subscription:
         self.consumers.remove(consumer)
         assert self.router is not None
         self.router.remove_consumer(consumer)
+        was_active = isinstance(self.router, SingleActiveRouter) and self.router.active is consumer
         pending = consumer.take_pending()
         if redeliver:
             for pos, h in pending:
                 self.replay[pos] = h
                 self.redelivery_counts[pos] = self.redelivery_counts.get(pos, 0) + 1
+            if was_active:
+                self._rewind = True
         self._update_active()
         self.notify()
 
@@ -157,10 +163,8 @@ class Subscription:
         old, new = router.pick_active()
         if old is new:
             return
-        if old is not None and not old.closed:
-            # The old active consumer's unacked entries go to the new one.
-            for pos, h in old.take_pending():
-                self.replay[pos] = h
+        if old is not None:
+            self._rewind = True  # the new active consumer gets everything not yet acked
         if self.sub_type == FAILOVER:
             for c in self.consumers:
                 c.peer.send_active_consumer_change(c.consumer_id, c is new)
@@ -216,6 +220,9 @@ class Subscription:
             return False
         max_read = self.config.dispatcher_max_read_batch_size
         progressed = False
+        if self._rewind:
+            self._rewind = False
+            await self.cursor.seek(self.cursor.mark_delete_position)
         if len(self.delayed):
             for pos, h in self.delayed.pop_due(int(time.time() * 1000)):
                 self.replay[pos] = h
@@ -286,8 +293,9 @@ class Subscription:
         for d in leftovers:
             self.replay[d.position] = d.sticky_hash
         partition = self.topic.name.partition_index
+        track = self.sub_type in (SHARED, KEY_SHARED)
         for consumer, ds in assigned.items():
-            await consumer.deliver(ds, partition)
+            await consumer.deliver(ds, partition, track)
 
     # -- acks ------------------------------------------------------------------------------
 
@@ -367,7 +375,11 @@ class Subscription:
 
     def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Negative acks (ids) or redeliver-all (no ids): back into the replay set."""
-        if positions is None or self.sub_type in (EXCLUSIVE, FAILOVER):
+        if self.sub_type in (EXCLUSIVE, FAILOVER):
+            self._rewind = True
+            self.notify()
+            return
+        if positions is None:
             taken = consumer.take_pending()
         else:
             taken = []
@@ -383,6 +395,7 @@ class Subscription:
     # -- cursor moves ----------------------------------------------------------------------
 
     def _forget_state(self) -> None:
+        self._rewind = False
         self.replay.clear()
         self.redelivery_counts.clear()
         self.batch_ack_sets.clear()
