@@ -159,3 +159,35 @@ async def test_keep_alive_pings_and_closes_silent_clients(nursery: trio.Nursery)
                     break  # the broker gave up on us
                 seen.extend(f.command.type for f in dec.feed(data))
     assert seen[0] == T.CONNECTED and T.PING in seen
+
+
+async def test_auto_topic_creation_policy(broker) -> None:  # type: ignore[no-untyped-def]
+    ns = NamespaceName("public", "default")
+    await broker.namespaces.set_policy(ns, "autoTopicCreationOverride", {
+        "allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 3})
+
+    def partitioned() -> None:
+        client = client_for(broker)
+        try:
+            p = client.create_producer("t-auto-part", batching_enabled=False)
+            parts = {p.send(str(i).encode()).partition() for i in range(6)}
+            assert parts == {0, 1, 2}
+        finally:
+            client.close()
+
+    await in_thread(partitioned)
+    await broker.namespaces.set_policy(ns, "autoTopicCreationOverride", {"allowAutoTopicCreation": False})
+
+    def refused() -> None:
+        client = client_for(broker)
+        try:
+            try:
+                client.create_producer("t-auto-none")
+                raise AssertionError("auto-creation is off")
+            except pulsar.TopicNotFound:
+                pass
+            client.create_producer("t-auto-part")  # existing topics still work
+        finally:
+            client.close()
+
+    await in_thread(refused)
