@@ -17,7 +17,13 @@ from clients.partitioned_producer import murmur3_32
 from clients.perf import percentiles
 from clients.protocol import batch
 from clients.protocol import commands as c
-from clients.topic_name import base_topic, fully_qualified, namespace_of, partition_index, partition_name
+from clients.topic_name import (
+    base_topic,
+    fully_qualified,
+    namespace_of,
+    partition_index,
+    partition_name,
+)
 
 
 def test_topic_names() -> None:
