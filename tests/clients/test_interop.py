@@ -126,3 +126,17 @@ def test_message_id_from_official_seek(client, official, topic: str) -> None:  #
     stored = quire.MessageId.deserialize(ids[2].serialize())
     reader.seek(stored)
     assert reader.read_next(5000).data() == b"2"
+
+
+def test_compressed_chunks_both_ways(client, official, topic: str) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    big = os.urandom(6 * 1024 * 1024)  # incompressible: still above the max size after LZ4
+    theirs = official.subscribe(topic, "official-sub")
+    ours = client.subscribe(topic, "our-sub")
+    client.create_producer(topic, chunking_enabled=True, batching_enabled=False,
+                           compression_type=quire.CompressionType.LZ4).send(big)
+    official.create_producer(topic, chunking_enabled=True, batching_enabled=False,
+                             compression_type=official_pulsar.CompressionType.ZSTD).send(big)
+    assert [theirs.receive(20000).data() == big for _ in range(2)] == [True, True]
+    assert [ours.receive(20000).data() == big for _ in range(2)] == [True, True]
