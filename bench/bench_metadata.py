@@ -1,9 +1,9 @@
 """Metadata-store throughput and latency against the raw client library, in the same run.
 
-ZooKeeper (a real server started here): N creates with 64 in flight and N sequential gets
+ZooKeeper (a real server started here): N creates with 200 in flight and N sequential gets
 through `metadata.open_store("zk://...")`, against raw kazoo doing the same (all creates
 in flight via create_async; blocking gets). Embedded RocksDB: N creates through
-`open_store("rocksdb://...")` with 64 in flight, against raw rocksdict writing the same
+`open_store("rocksdb://...")` with 200 in flight, against raw rocksdict writing the same
 records with a synced WriteBatch each from 4 threads (our worker-thread limit). Prints ops/s,
 p50/p99 and the ratio ours/reference; writes bench/results/bench_metadata.json.
 
@@ -34,7 +34,7 @@ from metadata import open_store  # noqa: E402
 from metadata.local_tree import NodeRecord  # noqa: E402
 from tests.fixtures.zookeeper import ZooKeeperServer  # noqa: E402
 
-CONCURRENCY = 64
+CONCURRENCY = 200
 
 
 def pct(samples: list[float], q: float) -> float:

@@ -7,22 +7,15 @@ trailing '/' (the server appends the 10-digit suffix), so callers validate ``pat
 
 from __future__ import annotations
 
+import re
+
 from metadata.errors import InvalidPathError, ValueTooLargeError
 from metadata.store import MAX_VALUE_SIZE
 
 ROOT = "/"
 
-
-def _bad_char(ch: str) -> bool:
-    # ZooKeeper's PathUtils rejects these code points.
-    code = ord(ch)
-    return (
-        code == 0
-        or 0x01 <= code <= 0x1F
-        or 0x7F <= code <= 0x9F
-        or 0xD800 <= code <= 0xF8FF
-        or 0xFFF0 <= code <= 0xFFFF
-    )
+# Code points ZooKeeper's PathUtils rejects: NUL, C0/C1 controls, surrogates, private use, specials.
+_BAD_CHARS = re.compile("[\u0000-\u001f\u007f-\u009f\ud800-\uf8ff\ufff0-\uffff]")
 
 
 def validate_path(path: object) -> str:
@@ -38,9 +31,9 @@ def validate_path(path: object) -> str:
     for part in path[1:].split("/"):
         if part in ("", ".", ".."):
             raise InvalidPathError(f"empty, '.' or '..' component in {path!r}")
-    bad = next((ch for ch in path if _bad_char(ch)), None)
+    bad = _BAD_CHARS.search(path)
     if bad is not None:
-        raise InvalidPathError(f"invalid character {bad!r} in path {path!r}")
+        raise InvalidPathError(f"invalid character {bad.group()!r} in path {path!r}")
     return path
 
 
