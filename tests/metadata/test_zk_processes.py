@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -68,13 +67,9 @@ async def test_session_expires_when_client_is_frozen(zk_url: str, quire_procs) -
 
         await _until(gone)
         proc.resume()
-        await _until(lambda: _log_has(proc, "^recreated"))
+        await proc.wait_for_log_async("^recreated")
         value, stat = await store.get("/member")
         assert value == b"worker again" and stat.ephemeral
         assert "lost" in proc.log_text().split()
     finally:
         await store.close()
-
-
-async def _log_has(proc, pattern: str) -> bool:  # type: ignore[no-untyped-def]
-    return re.search(pattern, proc.log_text(), re.MULTILINE) is not None
