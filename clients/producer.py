@@ -198,7 +198,10 @@ class Producer:
         """Queue one message, waiting for room if ``block_if_queue_full``."""
         self._check_usable()
         if self._config.block_if_queue_full:
-            await self._slots.acquire()
+            try:
+                self._slots.acquire_nowait()  # fast path: no scheduling round per message
+            except trio.WouldBlock:
+                await self._slots.acquire()
             try:
                 self._check_usable()
             except errors.PulsarException:
