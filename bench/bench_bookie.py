@@ -60,6 +60,12 @@ def start_bookie(root: Path) -> tuple[subprocess.Popen, int, int]:
     return proc, port, http
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def scrape(http: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=5).read().decode()
     out = {}
@@ -185,7 +191,10 @@ def main() -> None:
     try:
         for ledger_id, size in ((1, 1024), (2, 64 * 1024)):
             before = scrape(http)
+            cpu0, own0 = cpu_seconds(proc.pid), time.process_time()
             run = trio.run(drive, port, ledger_id, size, args.seconds, args.outstanding)
+            run["bookie_cpu_us_per_entry"] = (cpu_seconds(proc.pid) - cpu0) / max(run["entries"], 1) * 1e6
+            run["client_cpu_us_per_entry"] = (time.process_time() - own0) / max(run["entries"], 1) * 1e6
             after = scrape(http)
             groups = after["bookie_journal_group_bytes_count"] - before["bookie_journal_group_bytes_count"]
             gbytes = after["bookie_journal_group_bytes_sum"] - before["bookie_journal_group_bytes_sum"]
@@ -203,7 +212,8 @@ def main() -> None:
                 f"{size // 1024:>3} KiB: {run['entries_per_s']:>9,.0f} entries/s {run['mb_per_s']:>7.1f} MB/s "
                 f"p50 {run['p50_ms']:.2f} ms p99 {run['p99_ms']:.2f} ms | group {run['avg_group_entries']:.0f} entries "
                 f"({run['avg_group_bytes'] / 1024:.0f} KiB), sync {run['avg_sync_ms']:.2f} ms | raw disk same groups "
-                f"{raw['mb_per_s']:.1f} MB/s -> ratio {run['ratio_mb_vs_raw']:.2f}"
+                f"{raw['mb_per_s']:.1f} MB/s -> ratio {run['ratio_mb_vs_raw']:.2f} | cpu/entry bookie "
+                f"{run['bookie_cpu_us_per_entry']:.0f} us, client {run['client_cpu_us_per_entry']:.0f} us"
             )
     finally:
         proc.terminate()

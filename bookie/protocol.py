@@ -203,26 +203,38 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+            src: bytes | bytearray | memoryview = buf
+        else:
+            src = data  # nothing buffered: parse straight from the received bytes
         frames: list[bytes] = []
-        n = len(buf)
+        n = len(src)
         pos = 0
         unpack_from = _U32.unpack_from
         limit = self.max_frame_size
-        while n - pos >= 4:
-            (size,) = unpack_from(buf, pos)
-            if size > limit or size < 4:
-                # The stream cannot be resynchronised: the caller must drop the connection.
-                raise FrameTooLargeError(f"frame of {size} bytes (max {limit})") if size > limit else ProtocolError(
-                    f"frame of {size} bytes is shorter than its header length field"
-                )
-            end = pos + 4 + size
-            if end > n:
-                break
-            frames.append(bytes(buf[pos + 4 : end]))
-            pos = end
-        if pos:
-            del buf[:pos]
+        view = memoryview(src)
+        try:
+            while n - pos >= 4:
+                (size,) = unpack_from(src, pos)
+                if size > limit or size < 4:
+                    # The stream cannot be resynchronised: the caller must drop the connection.
+                    if size > limit:
+                        raise FrameTooLargeError(f"frame of {size} bytes (max {limit})")
+                    raise ProtocolError(f"frame of {size} bytes is shorter than its header length field")
+                end = pos + 4 + size
+                if end > n:
+                    break
+                frames.append(view[pos + 4 : end].tobytes())  # one copy per frame
+                pos = end
+            rest = view[pos:].tobytes() if pos < n and src is not buf else b""
+        finally:
+            view.release()
+        if src is buf:
+            if pos:
+                del buf[:pos]
+        elif rest:
+            buf += rest
         return frames
 
 

@@ -21,7 +21,7 @@ from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
 
-_RECEIVE_SIZE = 256 * 1024
+_RECEIVE_SIZE = 1024 * 1024
 
 
 class Connection:
