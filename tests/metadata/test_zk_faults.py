@@ -44,18 +44,20 @@ async def test_down_then_restart(restore_zk: ZooKeeperServer, zk_url: str) -> No
         await store.get("/p", watch=rec)
         await trio.to_thread.run_sync(zk.stop)
 
-        for op in (
-            lambda: store.get("/p"),
-            lambda: store.put("/p", b"during"),
-            lambda: store.create("/q", b""),
-            lambda: store.children("/"),
-        ):
-            with trio.fail_after(GUARD):
-                with pytest.raises(StoreUnavailableError):
-                    await op()
-        with trio.fail_after(GUARD):
+        async def fails(op) -> None:  # type: ignore[no-untyped-def]
             with pytest.raises(StoreUnavailableError):
-                await open_store(zk_url, operation_timeout_s=OP_TIMEOUT)
+                await op()
+
+        with trio.fail_after(GUARD):
+            async with trio.open_nursery() as nursery:
+                for op in (
+                    lambda: store.get("/p"),
+                    lambda: store.put("/p", b"during"),
+                    lambda: store.create("/q", b""),
+                    lambda: store.children("/"),
+                    lambda: open_store(zk_url, operation_timeout_s=OP_TIMEOUT),
+                ):
+                    nursery.start_soon(fails, op)
 
         await trio.to_thread.run_sync(zk.start)
         value, _ = await _until_ok(lambda: store.get("/p"))
