@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import trio
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from metadata import MetadataStore
+from metadata import MetadataStore, open_store
 from metadata.ledger_ids import (
     MAX_LEDGER_ID,
     allocate_ledger_id,
@@ -115,3 +115,28 @@ async def test_long_id_generator_after_switch(store: MetadataStore) -> None:
     await store.create("/ledgers/idgen-long/HOB-0000000002", b"")
     assert (await allocate_ledger_id(store)) >> 32 == 2
     assert await store.children("/ledgers/idgen-long/HOB-0000000001") == []
+
+
+ids_strategy = st.sets(
+    st.one_of(
+        st.integers(0, 20_000),
+        st.integers(2**31 - 50, 2**31 + 50),  # around the short/long layout boundary
+        st.integers(0, MAX_LEDGER_ID),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ids_strategy)
+def test_listing_is_sorted_for_any_ids(ids: set[int]) -> None:
+    async def check() -> list[int]:
+        store = await open_store("memory://")
+        try:
+            for ledger_id in ids:
+                await store.create(ledger_path(ledger_id), b"", make_parents=True)
+            return [i async for i in iter_ledger_ids(store)]
+        finally:
+            await store.close()
+
+    assert trio.run(check) == sorted(ids)
