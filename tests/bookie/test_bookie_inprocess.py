@@ -258,3 +258,26 @@ def test_fuzz_garbage_on_the_wire(tmp_path_factory: pytest.TempPathFactory, garb
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+async def test_explicit_lac_and_master_key_survive_crash(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        c = r.client
+        for i in range(3):
+            assert (await c.add(11, i, b"v")).status == Status.OK
+        w = await c.call(Op.WRITE_LAC, ledger_id=11, entry_id=2, master_key=MASTER_KEY, body=b"explicit")
+        assert w.status == Status.OK
+        r.bookie.state.shutting_down = True  # crash: skip the graceful flush and checkpoint
+        r.bookie._cancel.cancel()
+        await r.bookie._stopped.wait()
+        nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        rl = await r.client.call(Op.READ_LAC, ledger_id=11)
+        assert rl.status == Status.OK and rl.lac == 2 and rl.body == b"explicit" and rl.last_entry_id == 2
+        assert (await r.client.add(11, 3, b"v", key=b"wrong")).status == Status.UNAUTHORIZED
+        assert (await r.client.add(11, 3, b"v")).status == Status.OK
+        await r.stop()
+        nursery.cancel_scope.cancel()

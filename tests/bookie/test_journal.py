@@ -143,3 +143,17 @@ async def test_replay_truncates_torn_and_corrupt_tail_on_disk(tmp_path: Path) ->
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0x80]))
     assert [r.entry_id for r in replay_records(j.current_dir, start)] == list(range(7))
+
+
+def test_last_mark_max_over_dirs_and_corrupt_file_ignored(tmp_path: Path) -> None:
+    from bookie import log_mark
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d in dirs:
+        d.mkdir()
+    assert log_mark.read_mark(dirs) == LogMark()
+    log_mark.write_mark(dirs, LogMark(3, 1000))
+    log_mark.write_mark(dirs[:1], LogMark(4, 600))
+    assert log_mark.read_mark(dirs) == LogMark(4, 600)
+    (dirs[0] / log_mark.FILE_NAME).write_bytes(b"\x00" * 20)  # bad checksum: ignored
+    assert log_mark.read_mark(dirs) == LogMark(3, 1000)
