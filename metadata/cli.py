@@ -1,6 +1,7 @@
 """`quire metadata ...`: inspect and edit a metadata store (ls, get, put, rm, ledgers).
 
-Values that decode as msgpack are shown as JSON; others as text if UTF-8, else hex.
+Values are shown as text if they are printable UTF-8, else as JSON if they decode as msgpack,
+else as hex.
 `put --json` stores a JSON document as msgpack (what quire itself writes).
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,10 +31,13 @@ TIMEOUT_OPTION = click.option("--timeout", default=10.0, show_default=True, help
 
 
 async def _open(url: str, timeout: float, read_only: bool) -> MetadataStore:
+    scheme, _, path = parse_url(url)
+    if read_only and scheme == "rocksdb" and not os.path.isdir(path):
+        # Reading must not leave an empty database behind at a mistyped path.
+        raise StoreUnavailableError(f"no metadata database at {path}")
     try:
         return await open_store(url, operation_timeout_s=timeout)
     except StoreUnavailableError:
-        scheme, _, path = parse_url(url)
         if not (read_only and scheme == "rocksdb"):
             raise
     # A running standalone owns the embedded database: read a snapshot instead.
@@ -74,18 +79,21 @@ def _jsonable(obj: Any) -> Any:
 
 
 def render_value(value: bytes) -> str:
-    """Human form of a stored value: msgpack as JSON, else UTF-8 text, else hex."""
+    """Human form of a stored value: printable UTF-8 as text, else msgpack as JSON, else hex.
+    (Text first: a short ASCII string is also valid msgpack, e.g. b"v" is the integer 118.)"""
     from metadata.values import ValueDecodeError, unpack
 
     if not value:
         return ""
     try:
-        return json.dumps(_jsonable(unpack(value)), indent=2, sort_keys=True)
-    except ValueDecodeError:
+        text = value.decode()
+        if all(ch.isprintable() or ch in "\n\r\t" for ch in text):
+            return text
+    except UnicodeDecodeError:
         pass
     try:
-        return value.decode()
-    except UnicodeDecodeError:
+        return json.dumps(_jsonable(unpack(value)), indent=2, sort_keys=True)
+    except ValueDecodeError:
         return value.hex()
 
 

@@ -43,3 +43,13 @@ def test_bad_input_is_a_clean_error(zk_url: str) -> None:
     assert bad_path.returncode == 1 and "InvalidPathError" in bad_path.stderr
     bad_url = quire("ls", "--url", "etcd://nowhere", "/")
     assert bad_url.returncode == 1 and "unknown metadata URL scheme" in bad_url.stderr
+
+
+def test_rocksdb_reads_need_an_existing_database(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "typo"
+    result = quire("ls", "--url", f"rocksdb://{missing}", "/")
+    assert result.returncode == 1 and "no metadata database" in result.stderr
+    assert not missing.exists()
+    url = f"rocksdb://{tmp_path / 'meta'}"
+    assert quire("put", "--url", url, "/k", "v").returncode == 0  # writing creates it
+    assert quire("get", "--url", url, "/k").stdout.strip() == "v"
