@@ -196,3 +196,44 @@ def test_shell_reads_entries_after_graceful_shutdown(tmp_path: Path) -> None:
         assert "replayed" not in proc._log_since_start()
     finally:
         proc.kill()
+
+
+def test_registers_in_real_zookeeper_and_refuses_unknown_ledgers(tmp_path: Path, zk_url: str) -> None:
+    from metadata import open_store
+    from metadata.ledger_ids import ledger_path
+
+    port = free_port()
+    proc = QuireProcess.quire(bookie_args(tmp_path, port, "--metadata-url", zk_url),
+                              log_path=tmp_path / "bookie.log", ready_log="ready")
+    bookie_id = f"127.0.0.1:{port}"
+
+    async def check_running() -> None:
+        store = await open_store(zk_url)
+        try:
+            assert bookie_id in await store.children("/ledgers/available")
+            assert (await store.exists(f"/ledgers/cookies/{bookie_id}")) is not None
+            assert (await store.exists("/ledgers/INSTANCEID")) is not None
+            await store.create(ledger_path(1), b"ledger metadata", make_parents=True)
+            async with trio.open_nursery() as nursery:
+                c = await BookieClient.connect("127.0.0.1", port, nursery)
+                assert (await c.add(1, 0, b"a")).status == Status.OK
+                assert (await c.add(2, 0, b"b")).status == Status.NO_LEDGER  # no metadata: deleted
+                await c.aclose()
+                nursery.cancel_scope.cancel()
+        finally:
+            await store.close()
+
+    async def check_gone() -> None:
+        store = await open_store(zk_url)
+        try:
+            assert bookie_id not in await store.children("/ledgers/available")
+        finally:
+            await store.close()
+
+    try:
+        proc.start().wait_ready(60)
+        trio.run(check_running)
+        assert proc.terminate() == 0
+        trio.run(check_gone)
+    finally:
+        proc.kill()
