@@ -10,7 +10,6 @@ Key layout (one keyspace, raw bytes):
   ``N<parent>\\0<name>`` -> msgpack node record (root: ``N\\0``); the children of P are
   exactly the keys with prefix ``N<P>\\0``, so listing is one ordered prefix scan.
   ``E<owner u64 BE><path>`` -> b"" : ephemeral index, per owning session.
-  ``Msession`` -> u64 BE : last session id handed out.
 Every operation is one WriteBatch; the WAL is fsynced before the operation returns (writers
 that overlap share the fsync), so a call that returned survives SIGKILL and power loss.
 """
@@ -20,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from pathlib import Path
 
 import trio
@@ -31,7 +31,6 @@ from metadata.local_tree import LocalTree, NodeRecord, NodeTable
 
 _NODE = b"N"
 _EPHEMERAL = b"E"
-_SESSION_KEY = b"Msession"
 
 
 def node_key(path: str) -> bytes:
@@ -68,9 +67,10 @@ class RocksDBNodeTable(NodeTable):
                 self._db = Rdict(self.path, opts)
         except Exception as exc:  # rocksdict raises a bare Exception (e.g. the LOCK is held)
             raise StoreUnavailableError(f"cannot open metadata database {self.path}: {exc}") from exc
-        self._transient_ids = itertools.count(1 << 62)  # read-only sessions persist nothing
-        self._sync = WriteOptions()
-        self._sync.sync = True
+        # Session ids need no disk write: ephemeral nodes of earlier processes are swept on
+        # open, so ids only have to be unique within this process. Seeding with the clock
+        # (as ZooKeeper does) keeps them distinct across restarts too, which helps in logs.
+        self._session_ids = itertools.count((int(time.time() * 1000) & 0xFFFFFFFFFF) << 20 | 1)
         self._nosync = WriteOptions()  # commit() writes the WAL; sync() fsyncs it (group commit)
         self._written = 0  # commits so far
         self._synced = 0  # commits known durable
@@ -125,14 +125,7 @@ class RocksDBNodeTable(NodeTable):
         return [k[len(_EPHEMERAL) + 8 :].decode() for k in self._scan(prefix)]
 
     def next_session_id(self) -> int:
-        if self.read_only:
-            return next(self._transient_ids)
-        last = self._db.get(_SESSION_KEY)
-        sid = (int.from_bytes(last, "big") if last else 0) + 1
-        batch = WriteBatch(raw_mode=True)
-        batch.put(_SESSION_KEY, sid.to_bytes(8, "big"))
-        self._db.write(batch, self._sync)
-        return sid
+        return next(self._session_ids)
 
     def close(self) -> None:
         self._db.close()
