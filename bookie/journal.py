@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import trio
+from crc32c import crc32c
 
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
@@ -31,6 +33,10 @@ from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
 
 log = logging.getLogger(__name__)
+
+# Record prefix of journal_format (length, crc32c over length + payload), inlined in append().
+_LEN = struct.Struct(">I")
+_RECORD_PREFIX = struct.Struct(">II")
 
 # Called once the record is durable (None) or failed to be written (the error).
 Callback = Callable[[BaseException | None], None]
@@ -132,14 +138,15 @@ class Journal:
             if callback is not None:
                 callback(self._failed)
             return
-        prefix, payload = jf.encode_record_parts(payload)
+        n = len(payload)
+        prefix = _RECORD_PREFIX.pack(n, crc32c(payload, crc32c(_LEN.pack(n))))
         if not self._pending:
             self._pending_since = time.monotonic()
             self._wakeup.set()
         self._pending.append(prefix)
         self._pending.append(payload)
         self._pending_cbs.append(callback)
-        self._pending_bytes += len(payload) + 8
+        self._pending_bytes += n + 8
         if self._pending_bytes >= self._threshold:
             self._full.set()
 

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+import msgpack
 import trio
 
 from bookie import journal_format as jf
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 _ADD = int(Op.ADD)
 _READ = int(Op.READ)
 _ENTRY_IDS = struct.Struct(">Qqq")  # ledger id, entry id, LAC at the start of every entry
+_FRAME_PREFIX = struct.Struct(">II")  # total_len, header_len (see bookie.protocol)
+_packb = msgpack.Packer(use_bin_type=True).pack
 _FENCE = int(Flag.FENCE)
 _RECOVERY = int(Flag.RECOVERY_ADD)
 _PIGGYBACK = int(Flag.PIGGYBACK)
@@ -203,7 +206,8 @@ class RequestProcessor:
             status = 0 if err is None else 501
             key = ("add", status)
             counts[key] = counts.get(key, 0) + 1
-            conn.send(encode_frame([_ADD, rid, status, lid, eid, -1, -1, 0, 0, []]))
+            h = _packb([_ADD, rid, status, lid, eid, -1, -1, 0, 0, []])
+            conn.send(_FRAME_PREFIX.pack(4 + len(h), len(h)) + h)
 
         self.journal.append(req.body, done)
 
