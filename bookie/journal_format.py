@@ -80,12 +80,6 @@ def encode_record(payload: bytes | bytearray | memoryview) -> bytes:
     return b"".join((lb, _LEN.pack(crc32c(payload, crc32c(lb))), payload))
 
 
-def encode_record_parts(payload: bytes | bytearray | memoryview) -> tuple[bytes, bytes | bytearray | memoryview]:
-    """The 8-byte record prefix and the payload, for writers that join many records at once."""
-    lb = _LEN.pack(len(payload))
-    return lb + _LEN.pack(crc32c(payload, crc32c(lb))), payload
-
-
 def master_key_payload(ledger_id: int, master_key: bytes) -> bytes:
     return _IDS.pack(ledger_id, ENTRY_ID_MASTER_KEY) + master_key
 

@@ -281,3 +281,25 @@ async def test_explicit_lac_and_master_key_survive_crash(tmp_path: Path) -> None
         assert (await r.client.add(11, 3, b"v")).status == Status.OK
         await r.stop()
         nursery.cancel_scope.cancel()
+
+
+async def test_unreadable_indexed_entry_is_io_error_never_no_entry(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        for i in range(5):
+            assert (await r.client.add(12, i, b"data-%d" % i)).status == Status.OK
+        await r.bookie.sync_thread.checkpoint()
+        r.bookie.storage.read_cache = type(r.bookie.storage.read_cache)(1 << 20)
+        d = r.bookie.storage._dir_for(12)
+        loc = d.locations.get(12, 3)
+        assert loc is not None
+        with open(d.current / f"{loc.log_id:x}.log", "r+b") as f:  # rot one byte of entry 3
+            f.seek(loc.offset + loc.length - 2)
+            f.write(b"\xff")
+        assert (await r.client.read(12, 3)).status == Status.IO
+        rng = await r.client.call(Op.RANGE_READ, ledger_id=12, entry_id=3, last_entry_id=4)
+        assert rng.status == Status.IO
+        assert (await r.client.read(12, 4)).status == Status.OK
+        await r.stop()
+        nursery.cancel_scope.cancel()
