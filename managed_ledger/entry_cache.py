@@ -29,10 +29,8 @@ class EntryCacheManager:
     def cache_for(self, name: str) -> "EntryCache":
         return EntryCache(self, name)
 
-    def _inserted(self, cache: "EntryCache", ledger_id: int, entry_id: int, size: int) -> None:
-        self.size += size
-        self.count += 1
-        self._fifo.append((cache, ledger_id, entry_id))
+    def _evict(self) -> None:
+        """Over budget: drop the oldest entries of any cache."""
         while self.size > self.max_bytes and self._fifo:
             c, l, e = self._fifo.popleft()
             if c._remove(l, e):
@@ -79,14 +77,23 @@ class EntryCache:
         return True
 
     def insert(self, position: Position, data: bytes) -> None:
-        if len(data) > self.manager.max_bytes:
+        size = len(data)
+        manager = self.manager
+        if size > manager.max_bytes:
             return
-        entries = self._ledgers.setdefault(position.ledger_id, {})
-        if position.entry_id in entries:
+        ledger_id, entry_id = position
+        entries = self._ledgers.get(ledger_id)
+        if entries is None:
+            entries = self._ledgers[ledger_id] = {}
+        elif entry_id in entries:
             return
-        entries[position.entry_id] = data
-        self.size += len(data)
-        self.manager._inserted(self, position.ledger_id, position.entry_id, len(data))
+        entries[entry_id] = data
+        self.size += size
+        manager.size += size
+        manager.count += 1
+        manager._fifo.append((self, ledger_id, entry_id))
+        if manager.size > manager.max_bytes or len(manager._fifo) > 2 * manager.count + 1024:
+            manager._evict()
 
     def get_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
         """The cached entries first, first+1, ... up to last, stopping at the first miss."""

@@ -87,6 +87,8 @@ class ManagedLedger:
         self.last_confirmed_entry = Position(-1, -1)
         self.entries_added_counter = 0
         self._max_rollover_ms = jittered_max_rollover_ms(config)
+        self._max_size_bytes = config.max_size_per_ledger_bytes
+        self._readers_waiting = 0
         self.cursors: dict[str, "ManagedCursor"] = {}
         self._non_durable: set["ManagedCursor"] = set()
         # add ordering: a ticket per add; the holder of the turn talks to the ledger client
@@ -285,6 +287,9 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ adds
     def _check_writable(self) -> None:
+        state = self.state
+        if state is State.LEDGER_OPENED or state is State.CREATING_LEDGER or state is State.CLOSED_LEDGER:
+            return
         if self.state == State.FENCED:
             raise ManagedLedgerFencedError(self.name)
         if self.state == State.CLOSED:
@@ -295,6 +300,14 @@ class ManagedLedger:
             raise ManagedLedgerError(f"{self.name}: not open yet")
 
     def _is_current_full(self) -> bool:
+        c = self.config
+        # hot path (every add): plain comparisons before the full policy
+        if (
+            self._reserved_entries < c.max_entries_per_ledger
+            and self._reserved_size < self._max_size_bytes
+            and now_ms() < self._current_created_ms + self._max_rollover_ms
+        ):
+            return False
         return current_ledger_is_full(
             entries=self._reserved_entries,
             size=self._reserved_size,
@@ -389,11 +402,14 @@ class ManagedLedger:
         if pos > self.last_confirmed_entry:
             self.last_confirmed_entry = pos
         self.cache.insert(pos, data)
-        self._wake_readers()
+        if self._readers_waiting:
+            self._wake_readers()
         if entry_id == 0:
             self._schedule_trim()  # the background loop re-arms its max-rollover-time timer
         if (
-            self.state == State.LEDGER_OPENED
+            # size/count only here (time is the background loop's job): cheap per add
+            (self._reserved_entries >= self.config.max_entries_per_ledger or self._reserved_size >= self._max_size_bytes)
+            and self.state == State.LEDGER_OPENED
             and self._current is not None
             and self._current.ledger_id == ledger_id
             and self._is_current_full()
@@ -403,8 +419,9 @@ class ManagedLedger:
         return pos
 
     def _wake_readers(self) -> None:
-        self._new_entries.set()
-        self._new_entries = trio.Event()
+        if self._readers_waiting:  # no Event churn per add when nobody is tailing
+            self._new_entries.set()
+            self._new_entries = trio.Event()
 
     def _write_failed(self, lh: Any, error: BaseException) -> None:
         """A non-fencing add failure: the ledger is unusable, roll to a new one."""
@@ -637,7 +654,11 @@ class ManagedLedger:
     async def wait_for_entries_after(self, pos: Position) -> None:
         """Returns once an entry after `pos` is confirmed (or the ledger closes/fences)."""
         while self.last_confirmed_entry <= pos and self.state not in (State.CLOSED, State.FENCED, State.TERMINATED):
-            await self._new_entries.wait()
+            self._readers_waiting += 1
+            try:
+                await self._new_entries.wait()
+            finally:
+                self._readers_waiting -= 1
 
     # ------------------------------------------------------------------ cursors
     async def open_cursor(self, name: str, initial_position: str = "latest") -> "ManagedCursor":
@@ -754,6 +775,7 @@ class ManagedLedger:
         """Change settings at runtime (retention, TTL, rollover); retention applies at the
         next trim, which is scheduled now."""
         self.config = self.config.replace(**changes)
+        self._max_size_bytes = self.config.max_size_per_ledger_bytes
         if any(k.startswith("maximum_rollover") for k in changes):
             self._max_rollover_ms = jittered_max_rollover_ms(self.config, random.Random())
         self._schedule_trim()

@@ -1,21 +1,28 @@
 """Positions and entries: the only coordinates the broker sees.
 
 A position is (ledger id, entry id); positions order first by ledger, then by entry, which
-is also the order in which they were written because ledger ids grow.
+is also the order in which they were written because ledger ids grow. `Position` is a
+NamedTuple (frozen, ordered, hashable, with attribute access).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class Position:
+class Position(NamedTuple):
+    """Immutable and ordered; a tuple underneath so creating and comparing positions on
+    the add/ack hot paths costs C-level tuple operations."""
+
     ledger_id: int
     entry_id: int
 
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}"
+
+    def __repr__(self) -> str:
+        return f"Position({self.ledger_id}, {self.entry_id})"
 
     @classmethod
     def parse(cls, text: str) -> "Position":
