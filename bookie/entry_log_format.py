@@ -74,10 +74,14 @@ def decode_header(data: bytes | memoryview) -> LogHeader:
     return LogHeader(log_id, map_offset, count)
 
 
-def encode_record(ledger_id: int, entry_id: int, data: bytes | memoryview) -> bytes:
+def encode_record_header(ledger_id: int, entry_id: int, data: bytes | memoryview) -> bytes:
+    """The 24 bytes that precede ``data`` in its record (size, checksum, ids)."""
     ids = _IDS.pack(ledger_id, entry_id)
-    crc = crc32c(data, crc32c(ids))
-    return b"".join((struct.pack(">II", 16 + len(data), crc), ids, data))
+    return struct.pack(">II", 16 + len(data), crc32c(data, crc32c(ids))) + ids
+
+
+def encode_record(ledger_id: int, entry_id: int, data: bytes | memoryview) -> bytes:
+    return encode_record_header(ledger_id, entry_id, data) + data
 
 
 def decode_record(buf: bytes | memoryview, offset: int = 0) -> tuple[int, int, bytes, int]:

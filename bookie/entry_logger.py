@@ -16,6 +16,7 @@ from pathlib import Path
 from bookie import entry_log_format as elf
 from bookie.entry_log_format import Location, LogHeader
 from bookie.errors import BookieIOError, FormatError
+from bookie.file_io import write_all_at
 
 LAST_ID_FILE = "lastId"
 _WRITE_CHUNK = 4 * 1024 * 1024
@@ -97,8 +98,8 @@ class EntryLogger:
         buf_start = self._position
         buf_len = 0
         for ledger_id, entry_id, data in entries:
-            rec = elf.encode_record(ledger_id, entry_id, data)
-            n = len(rec)
+            head = elf.encode_record_header(ledger_id, entry_id, data)
+            n = len(head) + len(data)
             if self._position + n > self.log_size_limit and self._position > elf.HEADER_SIZE:
                 self._write(buf, buf_start)
                 buf, buf_len = [], 0
@@ -106,7 +107,8 @@ class EntryLogger:
                 self._create_log(self.log_id + 1)
                 buf_start = self._position
             locations.append(Location(self.log_id, self._position, n))
-            buf.append(rec)
+            buf.append(head)
+            buf.append(data)
             buf_len += n
             self._position += n
             self._ledger_bytes[ledger_id] = self._ledger_bytes.get(ledger_id, 0) + n
@@ -119,10 +121,7 @@ class EntryLogger:
     def _write(self, buf: list[bytes], offset: int) -> None:
         if not buf:
             return
-        data = b"".join(buf)
-        done = 0
-        while done < len(data):
-            done += os.pwrite(self._fd, memoryview(data)[done:], offset + done)
+        write_all_at(self._fd, buf, offset)
         self._dirty = True
 
     def flush(self) -> None:

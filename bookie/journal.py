@@ -29,6 +29,7 @@ from crc32c import crc32c
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
 from bookie.errors import BookieIOError, JournalError
+from bookie.file_io import write_all_at
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
 
@@ -238,13 +239,10 @@ class Journal:
         """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""
         f = self._file
         assert f is not None
-        data = b"".join(bufs)
-        while f.position + len(data) > f.prealloc_end:
+        size = sum(map(len, bufs))
+        while f.position + size > f.prealloc_end:
             self._preallocate(f)
-        written = 0
-        while written < len(data):
-            written += os.pwrite(f.fd, memoryview(data)[written:], f.position + written)
-        f.position += len(data)
+        f.position += write_all_at(f.fd, bufs, f.position)
         if sync:
             os.fdatasync(f.fd)
         mark = LogMark(f.file_id, f.position)

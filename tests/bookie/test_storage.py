@@ -162,3 +162,17 @@ async def test_storage_throttles_then_rejects_when_cache_full(tmp_path: Path) ->
         nursery.start_soon(finish_flush)
         await storage.add_entry(1, 2, big, -1)  # waits for room, then succeeds
     storage.close()
+
+
+def test_write_all_at_many_buffers(tmp_path: Path) -> None:
+    import os
+
+    from bookie.file_io import write_all_at
+
+    bufs = [bytes([i % 251]) * (i % 7 + 1) for i in range(5000)]  # more than IOV_MAX buffers
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_RDWR)
+    try:
+        assert write_all_at(fd, bufs, 10) == sum(map(len, bufs))
+        assert os.pread(fd, 1 << 20, 10) == b"".join(bufs)
+    finally:
+        os.close(fd)
