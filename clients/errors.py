@@ -95,7 +95,8 @@ _BY_SERVER_ERROR: dict[int, type[PulsarException]] = {
     pb.ProducerFenced: ProducerFenced,
 }
 
-# Errors after which retrying (reconnect, re-lookup) cannot help.
+# Errors after which reconnecting cannot help (the producer/consumer fails instead). Transient
+# states such as TopicNotFound while a broker is still creating its namespaces are retried.
 FATAL = (
     AuthenticationError,
     AuthorizationError,
@@ -104,11 +105,8 @@ FATAL = (
     InvalidTopicName,
     IncompatibleSchema,
     NotAllowedError,
-    TopicNotFound,
-    SubscriptionNotFound,
     AlreadyClosed,
     InvalidConfiguration,
-    ConsumerAssignError,
     UnsupportedVersionError,
 )
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +45,23 @@ def start_broker(base: Path, port: int | None = None, web_port: int | None = Non
     )
     proc.start()
     proc.wait_ready(60)
+    wait_for_default_namespace(web_port)
     return Broker(proc, port, web_port, data)
+
+
+def wait_for_default_namespace(web_port: int, timeout_s: float = 30.0) -> None:
+    """The admin API answers before the broker has created public/default: wait for it too."""
+    deadline = time.monotonic() + timeout_s
+    url = f"http://127.0.0.1:{web_port}/admin/v2/namespaces/public"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if "public/default" in json.loads(resp.read()):
+                    return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise TimeoutError("public/default was not created")
 
 
 @pytest.fixture(scope="package")  # torn down once tests/clients is done, not at session end

@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from clients import AsyncClient, InitialPosition, Timeout
-from tests.clients.conftest import start_broker
+from tests.clients.conftest import start_broker, wait_for_default_namespace
 from tests.fixtures.processes import QuireProcess
 
 N = 400
@@ -29,6 +29,7 @@ def _start_with_dedup(base: Path):  # type: ignore[no-untyped-def]
     )
     node.proc.start()
     node.proc.wait_ready(60)
+    wait_for_default_namespace(node.web_port)
     return node
 
 
