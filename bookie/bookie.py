@@ -28,15 +28,10 @@ from bookie.registration import BookieState, Registration
 from bookie.request_processor import RequestProcessor
 from bookie.server import serve_connection
 from bookie.sync_thread import SyncThread
+from metadata.ledger_ids import ledger_path
 from metadata.store import MetadataStore
 
 log = logging.getLogger(__name__)
-
-
-def _ledger_metadata_path(ledger_id: int) -> str:
-    from metadata.ledger_ids import ledger_path
-
-    return ledger_path(ledger_id)
 
 
 class Bookie:
@@ -77,11 +72,8 @@ class Bookie:
         self.metrics.read_cache_size.set(self.storage.read_cache.size)
 
     async def _ledger_exists(self, ledger_id: int) -> bool:
-        try:
-            path = _ledger_metadata_path(ledger_id)
-        except ImportError:
-            return True  # no ledger-id layout available: cannot tell, accept the add
-        return await self.store.exists(path) is not None  # type: ignore[union-attr]
+        assert self.store is not None
+        return await self.store.exists(ledger_path(ledger_id)) is not None
 
     # --- start-up --------------------------------------------------------------------------
 

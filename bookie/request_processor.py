@@ -184,7 +184,7 @@ class RequestProcessor:
         if self.journal.congested:
             return False
         st = self.storage.states.get(req.ledger_id)
-        if st is None or st.deleted:
+        if st is None or st.deleted or not st.master_key:
             return False
         status = self._check_add(req, st)
         if status:
@@ -221,6 +221,10 @@ class RequestProcessor:
                 if st is None:
                     self._add_error(req, conn, int(Status.NO_LEDGER))
                     return
+            if not st.master_key and req.master_key:
+                # Known only from a fence or LAC write without a key: the first add sets it.
+                self.storage.set_master_key(lid, req.master_key)
+                self.journal.append(jf.master_key_payload(lid, req.master_key), None)
             status = self._check_add(req, st)
             if status:
                 self._add_error(req, conn, status)
