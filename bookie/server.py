@@ -22,6 +22,7 @@ from bookie.request_processor import RequestProcessor
 log = logging.getLogger(__name__)
 
 _RECEIVE_SIZE = 1024 * 1024
+_YIELD_EVERY = 128  # frames processed between scheduling points
 
 
 class Connection:
@@ -90,13 +91,17 @@ async def serve_connection(
                         break
                     if not data:
                         break
-                    for frame in decoder.feed(data):
+                    for i, frame in enumerate(decoder.feed(data), 1):
                         req = decode_request(frame)
                         conn.pending += 1
                         if not fast(req, conn):
                             await slow(req, conn, nursery)
                         if conn.pending >= max_pending:
                             await conn.wait_for_room()
+                        elif not i % _YIELD_EVERY:
+                            # A big burst must not starve the journal task: let it start the
+                            # next group commit (and deliver finished ones) meanwhile.
+                            await trio.sleep(0)
             except ProtocolError as exc:
                 log.warning("closing connection: %s", exc)
             # The peer half-closed: let in-flight requests answer (bounded), then stop.
