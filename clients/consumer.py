@@ -441,28 +441,16 @@ class Consumer(ConsumerBase):
             data = bytes(payload)
         redelivery = cmd.redelivery_count
         key = (ledger, entry)
-        common = dict(
-            topic=self._topic,
-            publish_timestamp=meta.publish_time,
-            redelivery_count=redelivery,
-            producer_name=meta.producer_name,
-            schema=self._config.schema,
-            consumer=self,
-        )
+        topic, schema, producer_name, publish_time = self._topic, self._config.schema, meta.producer_name, meta.publish_time
         out: list[Message] = []
         if not meta.HasField("num_messages_in_batch"):
             if self._start_filter is None or not self._is_prior(ledger, entry, -1):
                 out.append(
                     Message(
-                        data,
-                        MessageId(partition, ledger, entry, -1),
-                        properties={kv.key: kv.value for kv in meta.properties},
-                        partition_key=meta.partition_key,
-                        ordering_key=meta.ordering_key,
-                        event_timestamp=meta.event_time,
-                        sequence_id=meta.sequence_id,
-                        null_value=meta.null_value,
-                        **common,
+                        data, MessageId(partition, ledger, entry, -1), topic,
+                        {kv.key: kv.value for kv in meta.properties} if meta.properties else None,
+                        meta.partition_key, meta.ordering_key, publish_time, meta.event_time, redelivery,
+                        producer_name, meta.sequence_id, meta.null_value, schema, self,
                     )
                 )
         else:
@@ -471,9 +459,11 @@ class Consumer(ConsumerBase):
             except ProtocolError:
                 self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, n)
                 return
-            deliver = batch_codec.unacked_indexes(list(cmd.ack_set), n)
+            # Hot loop (one iteration per message): positional arguments, no per-message dicts.
+            deliver = batch_codec.unacked_indexes(list(cmd.ack_set), n) if cmd.ack_set else None
+            first_seq = meta.sequence_id
             for i, (smm, body) in enumerate(items):
-                if i not in deliver or smm.compacted_out:
+                if (deliver is not None and i not in deliver) or smm.compacted_out:
                     continue
                 if self._start_filter is not None and self._is_prior(ledger, entry, i):
                     continue
@@ -481,19 +471,15 @@ class Consumer(ConsumerBase):
                 mid.batch_size = n
                 out.append(
                     Message(
-                        bytes(body),
-                        mid,
-                        properties={kv.key: kv.value for kv in smm.properties},
-                        partition_key=smm.partition_key,
-                        ordering_key=smm.ordering_key,
-                        event_timestamp=smm.event_time,
-                        sequence_id=smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i,
-                        null_value=smm.null_value,
-                        **common,
+                        bytes(body), mid, topic,
+                        {kv.key: kv.value for kv in smm.properties} if smm.properties else None,
+                        smm.partition_key, smm.ordering_key, publish_time, smm.event_time, redelivery,
+                        producer_name, smm.sequence_id if smm.HasField("sequence_id") else first_seq + i,
+                        smm.null_value, schema, self,
                     )
                 )
             if out:
-                self._batch_unacked[key] = {m.message_id().batch_index() for m in out}
+                self._batch_unacked[key] = {m._id._batch for m in out}
                 self._batch_sizes[key] = n
         skipped = n - len(out)
         if skipped > 0:

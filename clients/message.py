@@ -22,7 +22,6 @@ class Message:
         self,
         data: bytes,
         message_id: MessageId,
-        *,
         topic: str,
         properties: dict[str, str] | None = None,
         partition_key: str = "",
