@@ -191,6 +191,8 @@ class Journal:
                                 last_sync = time.monotonic()
                             continue
                     self._wakeup = trio.Event()
+                    if not self._pending:
+                        continue
                 if flush_when_empty:
                     # Let the tasks that are runnable now (a decoded batch) append first.
                     await trio.sleep(0)
@@ -200,7 +202,6 @@ class Journal:
                     if remaining > 0:
                         with trio.move_on_after(remaining):
                             await self._full.wait()
-                    self._full = trio.Event()
                 else:
                     await trio.sleep(0)
                 sync = cfg.journal_sync_data
@@ -217,6 +218,8 @@ class Journal:
     async def _flush_group(self, sync: bool) -> None:
         bufs, cbs, nbytes = self._pending, self._pending_cbs, self._pending_bytes
         self._pending, self._pending_cbs, self._pending_bytes = [], [], 0
+        # Fresh events: appends made while this group is written signal the next group.
+        self._wakeup, self._full = trio.Event(), trio.Event()
         self._space.set()
         t0 = time.perf_counter()
         err: BaseException | None = None
