@@ -268,6 +268,7 @@ class Client:
             regex_subscription_mode=RegexSubscriptionMode(int(regex_subscription_mode)),
             batch_receive_policy=batch_receive_policy,
             start_message_id_inclusive=start_message_id_inclusive,
+            max_pending_chunked_message=max_pending_chunked_message,
             schema=_schema(schema),
         )
         inner = self._loop.run(self._async.subscribe, topic, subscription_name, cfg)

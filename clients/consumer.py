@@ -75,6 +75,7 @@ class ConsumerConfig:
     start_message_id_inclusive: bool = False
     key_shared_sticky: bool = False
     partitions_update_interval_s: float = 60.0
+    max_pending_chunked_message: int = 10
 
 
 class ConsumerBase(abc.ABC):
@@ -495,7 +496,7 @@ class Consumer(ConsumerBase):
         uuid, cid, total = meta.uuid, meta.chunk_id, meta.num_chunks_from_msg
         parts = self._chunks.get(uuid)
         if cid == 0:
-            if parts is None and len(self._chunks) >= 10:
+            if parts is None and len(self._chunks) >= max(1, self._config.max_pending_chunked_message):
                 # Too many incomplete chunked messages: drop the oldest (it is redelivered later).
                 oldest = next(iter(self._chunks))
                 del self._chunks[oldest]
