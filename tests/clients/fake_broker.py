@@ -27,6 +27,7 @@ class FakeBroker:
         self.hold_receipts = False
         self.max_message_size: int | None = None
         self.redirect_to: str | None = None  # answer lookups with Redirect to this URL
+        self.corrupt_entries: set[int] = set()  # entry ids dispatched with a flipped payload byte
         self._streams: list[trio.SocketStream] = []
         self._consumers: dict[int, dict[str, Any]] = {}
         self._cancel = trio.CancelScope()
@@ -76,6 +77,8 @@ class FakeBroker:
         while state["permits"] > 0 and state["next"] < len(self.entries):
             entry_id = state["next"]
             entry = self.entries[entry_id]
+            if entry_id in self.corrupt_entries:
+                entry = entry[:-1] + bytes([entry[-1] ^ 0xFF])
             out.append(frames.message_frame(c.message(consumer_id, 1, entry_id), entry))
             state["permits"] -= frames.parse_entry(entry).num_messages
             state["next"] += 1

@@ -125,3 +125,18 @@ async def test_lookup_redirect_and_connection_pool(fake: FakeBroker, nursery: tr
         lookups = fake.commands(T.LOOKUP) + owner.commands(T.LOOKUP)
         assert [lk.authoritative for lk in lookups] == [False, False, True, True]
     owner.stop()
+
+
+async def test_corrupt_message_is_discarded_and_acked_with_validation_error(fake: FakeBroker) -> None:
+    from clients.protocol.pulsar_api_pb2 import CommandAck
+
+    fake.corrupt_entries = {1}
+    async with AsyncClient(fake.url) as client:
+        consumer = await client.subscribe(TOPIC, "sub")
+        producer = await client.create_producer(TOPIC, batching_enabled=False)
+        for i in range(3):
+            await producer.send(b"m%d" % i)
+        got = [(await consumer.receive(5000)).data() for _ in range(2)]
+        assert got == [b"m0", b"m2"]  # the corrupted entry never reaches the application
+        (ack,) = [a for a in fake.commands(T.ACK) if a.HasField("validation_error")]
+        assert ack.validation_error == CommandAck.ChecksumMismatch and ack.message_id[0].entryId == 1
