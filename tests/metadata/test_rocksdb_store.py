@@ -18,7 +18,9 @@ WRITER = Path(__file__).with_name("rocksdb_writer.py")
 
 async def test_acknowledged_writes_survive_sigkill(quire_procs, tmp_path: Path) -> None:
     url = f"rocksdb://{tmp_path / 'meta'}"
-    proc = quire_procs.command([sys.executable, str(WRITER), url, "40"], name="writer", ready_log="^written 40")
+    proc = quire_procs.command(
+        [sys.executable, str(WRITER), url, "batch", "40"], name="writer", ready_log="^written 40"
+    )
     # The live process owns the database: a second opener is refused, not corrupted.
     with pytest.raises(StoreUnavailableError):
         await open_store(url)
@@ -87,5 +89,24 @@ async def test_embedded_metadata_shares_one_database(tmp_path: Path) -> None:
         assert (await store.get("/persist"))[0] == b"kept"
         assert await store.exists("/namespace/owner") is None
         assert await store.children("/ledgers/available") == []
+    finally:
+        await store.close()
+
+
+async def test_every_acknowledged_write_survives_sigkill_mid_stream(quire_procs, tmp_path: Path) -> None:
+    """Concurrent writers sharing group-committed fsyncs: whatever was acknowledged before the
+    SIGKILL is there after reopening."""
+    url = f"rocksdb://{tmp_path / 'meta'}"
+    proc = quire_procs.command([sys.executable, str(WRITER), url, "stream"], name="stream-writer")
+    await proc.wait_for_log_async(r"^acked /stream/w\d-000150$")
+    proc.kill()
+    acked = [line.split()[1] for line in proc.log_text().splitlines() if line.startswith("acked ")]
+    assert len(acked) > 150
+    store = await open_store(url)
+    try:
+        present = set(await store.children("/stream"))
+        assert {p.rsplit("/", 1)[1] for p in acked} <= present
+        value, stat = await store.get("/stream")
+        assert stat.version >= len(acked) and stat.num_children == len(present)
     finally:
         await store.close()
