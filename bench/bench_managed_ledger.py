@@ -37,19 +37,25 @@ from tests.fixtures.zookeeper import ZooKeeperServer  # noqa: E402
 ENTRY = b"x" * 1024
 
 
-async def pump(add, total: int, inflight: int) -> float:
-    """`total` adds with `inflight` of them outstanding; returns adds per second."""
+CPU_US: dict[str, list[float]] = {"raw": [], "managed": []}
+
+
+async def pump(add, total: int, inflight: int, kind: str = "raw") -> float:
+    """`total` adds with `inflight` of them outstanding; returns adds per second and records
+    this process's CPU microseconds per add (robust against other load on the machine)."""
     per_worker = total // inflight
 
     async def worker() -> None:
         for _ in range(per_worker):
             await add(ENTRY)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     async with trio.open_nursery() as n:
         for _ in range(inflight):
             n.start_soon(worker)
-    return per_worker * inflight / (time.perf_counter() - start)
+    done = per_worker * inflight
+    CPU_US[kind].append((time.process_time() - cpu) / done * 1e6)
+    return done / (time.perf_counter() - start)
 
 
 async def run(zk_url: str, args: argparse.Namespace) -> dict:
@@ -72,9 +78,9 @@ async def run(zk_url: str, args: argparse.Namespace) -> dict:
                 # alternate which goes first so neither always meets a fuller bookie
                 if r % 2 == 0:
                     raw_rates.append(await pump(lh.add_entry, args.entries, args.inflight))
-                    ml_rates.append(await pump(ml.add_entry, args.entries, args.inflight))
+                    ml_rates.append(await pump(ml.add_entry, args.entries, args.inflight, "managed"))
                 else:
-                    ml_rates.append(await pump(ml.add_entry, args.entries, args.inflight))
+                    ml_rates.append(await pump(ml.add_entry, args.entries, args.inflight, "managed"))
                     raw_rates.append(await pump(lh.add_entry, args.entries, args.inflight))
                 # tail read from the entry cache
                 start = time.perf_counter()
@@ -97,6 +103,7 @@ async def run(zk_url: str, args: argparse.Namespace) -> dict:
     # medians: the machine is shared, single rounds are noisy
     raw, managed = statistics.median(raw_rates), statistics.median(ml_rates)
     cache, bookie_read = statistics.median(cache_rates), statistics.median(bookie_rates)
+    ratio = statistics.median(m / r for m, r in zip(ml_rates, raw_rates))
     return {
         "entry_size": len(ENTRY),
         "entries_per_round": args.entries,
@@ -104,8 +111,12 @@ async def run(zk_url: str, args: argparse.Namespace) -> dict:
         "rounds": args.rounds,
         "raw_ledger_adds_per_s": round(raw),
         "managed_ledger_adds_per_s": round(managed),
-        "managed_over_raw": round(managed / raw, 3),
-        "managed_overhead_pct": round(100 * (1 - managed / raw), 1),
+        # paired per round (both measured back to back), median over rounds
+        "managed_over_raw": round(ratio, 3),
+        "managed_overhead_pct": round(100 * (1 - ratio), 1),
+        "client_cpu_us_per_add_raw": round(statistics.median(CPU_US["raw"]), 1),
+        "client_cpu_us_per_add_managed": round(statistics.median(CPU_US["managed"]), 1),
+        "round_ratios": [round(m / r, 3) for m, r in zip(ml_rates, raw_rates)],
         "tail_read_cache_entries_per_s": round(cache),
         "read_from_bookie_entries_per_s": round(bookie_read),
         "tail_cache_over_bookie_read": round(cache / bookie_read, 2),
@@ -146,6 +157,10 @@ def main() -> None:
         f"add 1 KiB: raw ledger client {results['raw_ledger_adds_per_s']}/s, managed ledger "
         f"{results['managed_ledger_adds_per_s']}/s -> ratio {results['managed_over_raw']} "
         f"(overhead {results['managed_overhead_pct']}%)"
+    )
+    print(
+        f"client CPU per add: raw {results['client_cpu_us_per_add_raw']} us, managed "
+        f"{results['client_cpu_us_per_add_managed']} us (the bookie's CPU is the same for both)"
     )
     print(
         f"tail read: entry cache {results['tail_read_cache_entries_per_s']}/s vs bookie read "

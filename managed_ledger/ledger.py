@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -96,7 +97,10 @@ class ManagedLedger:
         self._turn = 0
         self._turn_waiters: dict[int, trio.Event] = {}
         self._abandoned: set[int] = set()
-        self._add_slots = trio.Semaphore(config.max_pending_adds)
+        # add slots: a plain counter + FIFO of waiters (trio.Semaphore's KI protection
+        # costs more than the rest of the add fast path)
+        self._slots_free = config.max_pending_adds
+        self._slot_waiters: deque[trio.Event] = deque()
         self._ledger_ready = trio.Event()
         self._rollover_error: BaseException | None = None
         self._metadata_lock = trio.Lock()
@@ -329,13 +333,28 @@ class ManagedLedger:
     async def add_entry(self, data: bytes) -> Position:
         """Append one entry; returns its position once the ledger client acked it.
 
-        Positions follow the order in which calls began (the ticket is taken before the
-        first checkpoint)."""
+        Positions follow the order in which calls began: the turn is taken before the
+        first checkpoint, and the ledger client assigns the entry id before its own."""
+        lh = self._current
+        if (
+            self.state is State.LEDGER_OPENED
+            and lh is not None
+            and self._turn == self._tickets  # nobody waiting for a turn
+            and self._reserved_entries < self.config.max_entries_per_ledger
+            and self._reserved_size < self._max_size_bytes
+            and self._slots_free > 0
+        ):
+            # fast path (the max-age rollover is the background loop's job here)
+            self._slots_free -= 1
+            self._tickets += 1
+            self._turn += 1
+            return await self._write(lh, data)
+        return await self._add_slow(data)
+
+    async def _add_slow(self, data: bytes) -> Position:
+        """Wait for our turn (behind a rollover or earlier adds), then write."""
         self._check_writable()
-        try:
-            self._add_slots.acquire_nowait()
-        except trio.WouldBlock:
-            await self._add_slots.acquire()  # FIFO: order among waiters is kept
+        await self._acquire_slot()
         ticket = self._tickets
         self._tickets += 1
         advanced = False
@@ -360,28 +379,9 @@ class ManagedLedger:
                     self._start_rollover()
                     continue
                 break
-            lh = self._current
-            ledger_id = lh.ledger_id
-            self._reserved_entries += 1
-            self._reserved_size += len(data)
-            self._inflight[ledger_id] = self._inflight.get(ledger_id, 0) + 1
-            # The next ticket only runs once we yield, and the client assigns the entry id
-            # before its first checkpoint inside the await below: call order = entry order.
+            # The next ticket only runs once we yield: call order = entry order.
             self._advance_turn()
             advanced = True
-            add = lh.add_entry(data)
-            try:
-                entry_id = await add
-            finally:
-                self._inflight[ledger_id] -= 1
-                if self._inflight[ledger_id] == 0 and ledger_id in self._drained:
-                    self._drained.pop(ledger_id).set()
-        except BKLedgerFencedError as e:
-            self._set_fenced(f"ledger fenced at the bookies: {e}")
-            raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
-        except BKError as e:
-            self._write_failed(lh, e)
-            raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
         finally:
             if not advanced:
                 if ticket == self._turn:
@@ -389,7 +389,50 @@ class ManagedLedger:
                 else:
                     self._turn_waiters.pop(ticket, None)
                     self._abandoned.add(ticket)
-            self._add_slots.release()
+                self._release_slot()
+        return await self._write(self._current, data)
+
+    async def _acquire_slot(self) -> None:
+        if self._slots_free > 0 and not self._slot_waiters:
+            self._slots_free -= 1
+            return
+        ev = trio.Event()
+        self._slot_waiters.append(ev)  # FIFO: order among waiters is kept
+        try:
+            await ev.wait()
+        except BaseException:
+            if ev.is_set():
+                self._release_slot()  # handed a slot while being cancelled: pass it on
+            else:
+                self._slot_waiters.remove(ev)
+            raise
+
+    def _release_slot(self) -> None:
+        if self._slot_waiters:
+            self._slot_waiters.popleft().set()  # hand the slot over directly
+        else:
+            self._slots_free += 1
+
+    async def _write(self, lh: Any, data: bytes) -> Position:
+        """Hand one add to the ledger client (holding an add slot, which is released)."""
+        ledger_id = lh.ledger_id
+        self._reserved_entries += 1
+        self._reserved_size += len(data)
+        inflight = self._inflight
+        inflight[ledger_id] = inflight.get(ledger_id, 0) + 1
+        try:
+            entry_id = await lh.add_entry(data)
+        except BKLedgerFencedError as e:
+            self._set_fenced(f"ledger fenced at the bookies: {e}")
+            raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
+        except BKError as e:
+            self._write_failed(lh, e)
+            raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
+        finally:
+            self._release_slot()
+            left = inflight[ledger_id] = inflight.get(ledger_id, 1) - 1
+            if left == 0 and ledger_id in self._drained:
+                self._drained.pop(ledger_id).set()
         return self._add_completed(ledger_id, entry_id, data)
 
     def _add_completed(self, ledger_id: int, entry_id: int, data: bytes) -> Position:

@@ -90,28 +90,30 @@ class FakeLedgerHandle:
         if self._bookies.fail_adds > 0:
             self._bookies.fail_adds -= 1
             fail = True
-        if self._bookies.add_delay:
-            await trio.sleep(self._bookies.add_delay)
-        else:
-            await trio.lowlevel.checkpoint()
-        async with self._turn_changed:  # complete in order
-            while self._last_acked_turn != entry_id - 1:
-                await self._turn_changed.wait()
-            try:
-                if self._ledger.fenced:
-                    raise BKLedgerFencedError(str(self.ledger_id))
-                if fail:
-                    self._closed = True
-                    raise BKAddError(f"injected add failure on {self.ledger_id}:{entry_id}")
-                if self._closed and self._lac < entry_id - 1:
-                    raise BKLedgerClosedError(str(self.ledger_id))
-                assert len(self._ledger.entries) == entry_id
-                self._ledger.entries.append(bytes(data))
-                self._lac = entry_id
-                return entry_id
-            finally:
-                self._last_acked_turn = entry_id
-                self._turn_changed.notify_all()
+        # Like the real client, an add once pushed completes even if its caller is cancelled.
+        with trio.CancelScope(shield=True):
+            if self._bookies.add_delay:
+                await trio.sleep(self._bookies.add_delay)
+            else:
+                await trio.lowlevel.checkpoint()
+            async with self._turn_changed:  # complete in order
+                while self._last_acked_turn != entry_id - 1:
+                    await self._turn_changed.wait()
+                try:
+                    if self._ledger.fenced:
+                        raise BKLedgerFencedError(str(self.ledger_id))
+                    if fail:
+                        self._closed = True
+                        raise BKAddError(f"injected add failure on {self.ledger_id}:{entry_id}")
+                    if self._closed and self._lac < entry_id - 1:
+                        raise BKLedgerClosedError(str(self.ledger_id))
+                    assert len(self._ledger.entries) == entry_id
+                    self._ledger.entries.append(bytes(data))
+                    self._lac = entry_id
+                    return entry_id
+                finally:
+                    self._last_acked_turn = entry_id
+                    self._turn_changed.notify_all()
 
     async def read(self, first: int, last: int) -> list[LedgerEntry]:
         await trio.lowlevel.checkpoint()

@@ -272,3 +272,17 @@ async def test_delete_cursor(factory, meta) -> None:
     await c.mark_delete(ml.last_confirmed_entry)
     await ml.delete_cursor("s")
     assert c.path not in meta.nodes and "s" not in ml.cursors
+
+
+async def test_throttled_mark_delete_is_flushed_later(meta, bookies, config) -> None:
+    cfg = config.replace(throttle_mark_delete=1.0, retention_check_interval_seconds=0.05)
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), cfg) as f:
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("s", "earliest")
+        ps = await fill(ml, 5)
+        await c.mark_delete(ps[0])  # persisted (first in this second)
+        await c.mark_delete(ps[3])  # throttled: only in memory for now
+        assert c._persisted_gen < c._state_gen
+        with trio.fail_after(5):  # the background loop flushes the dirty position
+            while c._persisted_gen < c._state_gen:
+                await trio.sleep(0.02)

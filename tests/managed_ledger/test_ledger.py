@@ -201,3 +201,35 @@ async def test_list_names_and_delete(factory, meta, bookies) -> None:
     assert not any(p.startswith("/managed-ledgers/t/ns/persistent/a") for p in meta.nodes)
     owners = {l.custom_metadata.get("pulsar/managed-ledger") for l in bookies.ledgers.values()}
     assert owners == {b"t/ns/persistent/b"}  # a's ledgers are gone
+
+
+async def test_pending_add_bound_keeps_order(factory, bookies, config) -> None:
+    bookies.add_delay = 0.002
+    ml = await factory.open(NAME, config.replace(max_pending_adds=3, max_entries_per_ledger=7))
+    c = await ml.open_cursor("c", "earliest")
+    results: dict[int, Position] = {}
+    peak = 0
+
+    async def add(i: int) -> None:
+        nonlocal peak
+        results[i] = await ml.add_entry(f"{i}".encode())
+        peak = max(peak, sum(ml._inflight.values()))
+
+    async with trio.open_nursery() as n:
+        for i in range(30):
+            n.start_soon(add, i)
+    assert peak <= 3
+    by_position = [str(i).encode() for i, _ in sorted(results.items(), key=lambda kv: kv[1])]
+    assert [e.data for e in await c.read_entries(100)] == by_position
+
+
+async def test_cancelled_adds_do_not_block_later_ones(factory, bookies, config) -> None:
+    bookies.add_delay = 0.01
+    ml = await factory.open(NAME, config.replace(max_pending_adds=1))
+    with trio.move_on_after(0.005):
+        async with trio.open_nursery() as n:
+            for _ in range(5):
+                n.start_soon(ml.add_entry, b"x")
+    with trio.fail_after(5):
+        p = await ml.add_entry(b"after")
+    assert p.entry_id >= 0
