@@ -238,8 +238,7 @@ class Subscription:
                         self.replay.setdefault(p, -1)
                     raise
                 deliveries = [self._delivery(e.position, e.data, replayed=True) for e in entries]
-                await self._route([d for d in deliveries if d is not None])
-                progressed = True
+                progressed = await self._route([d for d in deliveries if d is not None], replayed=True) > 0
                 budget = self._budget()
         if budget <= 0 or (self.sub_type == KEY_SHARED and len(self.replay) >= REPLAY_LIMIT):
             return progressed
@@ -278,13 +277,17 @@ class Subscription:
             n = _popcount(ack_set)
         return Delivery(pos, data, n, self.redelivery_counts.get(pos, 0), ack_set, h)
 
-    async def _route(self, deliveries: list[Delivery]) -> None:
+    async def _route(self, deliveries: list[Delivery], replayed: bool = False) -> int:
+        """Hand entries to consumers; the rest wait in the replay set. Returns how many
+        entries were delivered."""
         if not deliveries:
-            return
+            return 0
         router = self.router
         assert router is not None
         held: set[Consumer] = set()
-        if self.sub_type == KEY_SHARED and self.replay:
+        # New Key_Shared entries must not overtake older entries of the same consumer that
+        # wait in the replay set; replayed entries are those older ones, so they go first.
+        if self.sub_type == KEY_SHARED and self.replay and not replayed:
             for h in set(self.replay.values()):
                 c = router.owner(h)  # type: ignore[union-attr]
                 if c is not None:
@@ -296,6 +299,7 @@ class Subscription:
         track = self.sub_type in (SHARED, KEY_SHARED)
         for consumer, ds in assigned.items():
             await consumer.deliver(ds, partition, track)
+        return len(deliveries) - len(leftovers)
 
     # -- acks ------------------------------------------------------------------------------
 
