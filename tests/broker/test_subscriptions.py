@@ -263,3 +263,28 @@ async def test_unsubscribe_removes_subscription(broker: BrokerService) -> None:
     await in_thread(work)
     topic = broker.topics["persistent://public/default/t-unsub"]
     assert "s" not in topic.subscriptions
+
+
+async def test_failover_spreads_partitions(broker: BrokerService) -> None:
+    from broker.names import TopicName
+
+    await broker.namespaces.create_partitioned(TopicName.parse("t-fo-part"), 2)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            a = client.subscribe("t-fo-part", "s", consumer_type=CT.Failover, consumer_name="a")
+            b = client.subscribe("t-fo-part", "s", consumer_type=CT.Failover, consumer_name="b")
+            p = client.create_producer("t-fo-part", batching_enabled=False,
+                                       message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+            for i in range(20):
+                p.send(str(i).encode())
+            got_a, got_b = drain(a), drain(b)
+            assert len(got_a) + len(got_b) == 20
+            # each partition has exactly one active consumer, and each consumer one partition
+            assert {m.message_id().partition() for m in got_a}.isdisjoint({m.message_id().partition() for m in got_b})
+            assert got_a and got_b
+        finally:
+            client.close()
+
+    await in_thread(work)
