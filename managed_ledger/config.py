@@ -39,7 +39,7 @@ class ManagedLedgerConfig:
     # mark-deletes per second persisted per cursor; 0 = every one (others stay dirty and
     # are flushed by the periodic cursor flush)
     throttle_mark_delete: float = 0.0
-    cursor_position_flush_seconds: int = 60
+    cursor_position_flush_seconds: float = 60
     # retention: -1 = unlimited on that axis; 0/0 = delete as soon as consumed
     retention_time_minutes: int = 0
     retention_size_mb: int = 0

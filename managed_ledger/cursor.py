@@ -508,7 +508,8 @@ class ManagedCursor:
         gen = self._state_gen
         rate = self.ml.config.throttle_mark_delete
         if rate > 0 and not force and trio.current_time() - self._last_persist < 1.0 / rate:
-            return  # stays dirty; the managed ledger's background loop flushes it
+            self.ml._rearm_background()  # stays dirty; the background loop flushes it
+            return
         await self._flush(gen)
 
     async def _flush_if_dirty(self) -> None:

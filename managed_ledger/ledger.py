@@ -105,7 +105,8 @@ class ManagedLedger:
         self._rollover_error: BaseException | None = None
         self._metadata_lock = trio.Lock()
         self._trim_lock = trio.Lock()
-        self._trim_wanted = trio.Event()
+        self._wake = trio.Event()  # wakes the background loop
+        self._trim_requested = False
         self._new_entries = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._cancel_scope: trio.CancelScope | None = None
@@ -128,31 +129,43 @@ class ManagedLedger:
 
     async def _background_loop(self) -> None:
         """Trims when asked (rollover, mark-delete moves) and periodically (retention with
-        no traffic), and rolls an idle ledger once it passed its maximum age."""
+        no traffic), rolls an idle ledger once it passed its maximum age, and flushes
+        throttled cursor positions within ``cursor_position_flush_seconds``."""
         interval = max(self.config.retention_check_interval_seconds, 0.05)
         next_periodic = trio.current_time() + interval
         while True:
             timeout = max(next_periodic - trio.current_time(), 0)
+            if any(c._state_gen > c._persisted_gen for c in self.cursors.values()):
+                timeout = min(timeout, self.config.cursor_position_flush_seconds)
             if self._current is not None and self._current_info is not None and self._current_info.entries > 0:
                 age_left = (self._current_created_ms + self._max_rollover_ms - now_ms()) / 1000
                 timeout = min(timeout, max(age_left, 0.01))
-            with trio.move_on_after(timeout):
-                await self._trim_wanted.wait()
-            self._trim_wanted = trio.Event()
-            if trio.current_time() >= next_periodic:
+            with trio.move_on_after(timeout) as wait:
+                await self._wake.wait()
+            self._wake = trio.Event()
+            periodic = trio.current_time() >= next_periodic
+            if periodic:
                 next_periodic = trio.current_time() + interval
             try:
                 self._maybe_roll_idle_ledger()
-                await self.trim()
+                if self._trim_requested or periodic:
+                    self._trim_requested = False
+                    await self.trim()
                 for cursor in list(self.cursors.values()):
-                    await cursor._flush_if_dirty()
+                    if wait.cancelled_caught or periodic:  # the flush period elapsed
+                        await cursor._flush_if_dirty()
             except ManagedLedgerError as e:
                 if self.state in (State.FENCED, State.CLOSED):
                     return
                 log.warning("%s: background trim failed: %s", self.name, e)
 
     def _schedule_trim(self) -> None:
-        self._trim_wanted.set()
+        self._trim_requested = True
+        self._wake.set()
+
+    def _rearm_background(self) -> None:
+        """Recompute the background loop's timers (no trim, no flush now)."""
+        self._wake.set()
 
     def _maybe_roll_idle_ledger(self) -> None:
         if (
@@ -448,7 +461,7 @@ class ManagedLedger:
         if self._readers_waiting:
             self._wake_readers()
         if entry_id == 0:
-            self._schedule_trim()  # the background loop re-arms its max-rollover-time timer
+            self._rearm_background()  # arm the max-rollover-time timer of this ledger
         if (
             # size/count only here (time is the background loop's job): cheap per add
             (self._reserved_entries >= self.config.max_entries_per_ledger or self._reserved_size >= self._max_size_bytes)

@@ -275,7 +275,7 @@ async def test_delete_cursor(factory, meta) -> None:
 
 
 async def test_throttled_mark_delete_is_flushed_later(meta, bookies, config) -> None:
-    cfg = config.replace(throttle_mark_delete=1.0, retention_check_interval_seconds=0.05)
+    cfg = config.replace(throttle_mark_delete=1.0, cursor_position_flush_seconds=0.1)
     async with ManagedLedgerFactory(meta.client(), bookies.client(), cfg) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
