@@ -60,7 +60,7 @@ class BookKeeper:
         if self._nursery is None:
             return
         nursery, cm = self._nursery, self._nursery_cm
-        self._nursery = None
+        self._nursery = None  # from here on `closed`: failing requests no longer start ensemble changes
         if self._pool is not None:
             self._pool.close()
         nursery.cancel_scope.cancel()
@@ -74,6 +74,10 @@ class BookKeeper:
         if self._pool is None or self._nursery is None:
             raise BKClientClosedError("the BookKeeper client is not open")
         self._pool.send(bookie_id, req, callback, timeout_s)
+
+    @property
+    def closed(self) -> bool:
+        return self._nursery is None
 
     def spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
         if self._nursery is None:

@@ -25,6 +25,7 @@ import trio
 from bookie import entry_format
 from bookie.client.distribution import write_set
 from bookie.client.errors import (
+    BKClientClosedError,
     BKError,
     BKIllegalOpError,
     BKLedgerClosedError,
@@ -98,6 +99,9 @@ class LedgerHandle:
         self._pending: collections.deque[_PendingAdd] = collections.deque()
         self._window = trio.Semaphore(max(1, bk.config.throttle))
         self._failed_bookies: dict[int, str] = {}
+        # Bookies that failed this handle are never chosen again as its replacements: that
+        # bounds ensemble-change churn when bookies are down (then BKNotEnoughBookiesError).
+        self._ever_failed: set[str] = set()
         self._changing_ensemble = False
         self._error: BKError | None = None
         self._closing = False
@@ -236,6 +240,9 @@ class LedgerHandle:
     # -- ensemble change ---------------------------------------------------------------------
 
     def _start_ensemble_change(self) -> None:
+        if self._bk.closed:
+            self._fail(BKClientClosedError(f"ledger {self.ledger_id}: the BookKeeper client was closed"))
+            return
         if not self._changing_ensemble:
             self._changing_ensemble = True
             self._bk.spawn(self._ensemble_change_loop)
@@ -256,13 +263,22 @@ class LedgerHandle:
     async def _change_ensemble(self, failed: dict[int, str]) -> None:
         new_ensemble = list(self._ensemble)
         writable = await self._bk.writable_bookies()
-        exclude = set(failed.values())
+        self._ever_failed.update(failed.values())
+        exclude = set(self._ever_failed)
         quarantined = self._bk.quarantined()
         for idx in failed:
             new_ensemble[idx] = self._bk.placement.replace_bookie(new_ensemble, idx, writable, exclude, quarantined)
         first = self._lac + 1
+        if self._recovery:
+            # Recovery keeps its ensemble changes local and writes them with the final CLOSED
+            # state in one CAS. Persisting a segment now would claim that entries > LAC live on
+            # the replacement before they were re-written there; if this attempt then aborted,
+            # the next one would read NO_ENTRY from the replacement and truncate acked entries.
+            self._md = self._md.with_ensemble(first, tuple(new_ensemble))
+            self._ensemble = new_ensemble
+            return
         expected = self._md.ensembles
-        allowed = (LedgerState.OPEN, LedgerState.IN_RECOVERY) if self._recovery else (LedgerState.OPEN,)
+        allowed = (LedgerState.OPEN,)
 
         def transform(md: LedgerMetadata) -> LedgerMetadata:
             if md.state is LedgerState.CLOSED:

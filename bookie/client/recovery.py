@@ -10,12 +10,15 @@ BookKeeper's ``LedgerRecoveryOp`` with the quorum-coverage rules of seed 000:
    An entry is recoverable on its first positive reply, unrecoverable after WQ-AQ+1
    NO_ENTRY/NO_LEDGER replies; errors and timeouts are unknown. If an entry ends with
    neither threshold reached, recovery aborts (the ledger stays IN_RECOVERY, nothing closed).
-5. Re-write each recovered entry byte for byte with RECOVERY_ADD (accepted despite the fence;
-   ensemble changes allowed), then CAS CLOSED with the last recovered entry and its length.
+5. Re-write each recovered entry byte for byte with RECOVERY_ADD (accepted despite the fence).
+   A failed bookie is replaced, but only in memory: the new segments are written together with
+   CLOSED, the last recovered entry and its length in one CAS, so an aborted attempt never
+   leaves metadata pointing at a replacement that lacks re-written (maybe acknowledged) entries.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import trio
@@ -75,12 +78,17 @@ class LedgerRecoveryOp:
                                         f"{handle._error}") from handle._error
         last, length = handle.last_add_confirmed, handle.length
 
+        original, final_ensembles = md.ensembles, handle._md.ensembles
+
         def close(m: LedgerMetadata) -> LedgerMetadata | None:
             if m.is_closed:
                 return None  # another recoverer closed it first: its end is the ledger's end
-            return m.closed(last, length)
+            if m.ensembles != original:
+                raise BKLedgerRecoveryError(f"ledger {self.ledger_id}: ensembles changed during recovery")
+            # the segments our re-writes went to, together with the end, in one CAS
+            return dataclasses.replace(m, ensembles=final_ensembles).closed(last, length)
 
-        return await self._bk.ledger_manager.update(self.ledger_id, (handle._md, handle._version), close)
+        return await self._bk.ledger_manager.update(self.ledger_id, (md, version), close)
 
     async def _length_at(self, md: LedgerMetadata, entry_id: int) -> int:
         """Cumulative length up to ``entry_id`` (committed, so readable), from its header."""

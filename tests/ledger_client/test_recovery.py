@@ -207,3 +207,28 @@ async def test_recovery_op_reports_progress(bk, cluster):
     op = LedgerRecoveryOp(bk, lh.ledger_id, (md, version), master_key(b""))
     md, _ = await op.run()
     assert op.fenced_lac == 2 and op.recovered_entries == 1 and md.last_entry_id == 3
+
+
+async def test_aborted_recovery_leaves_no_half_done_ensemble_change(bk, cluster):
+    """Found by the fault-schedule property test: an attempt that replaced a bookie and then
+    aborted must not persist the new segment (its replacement lacks the re-written entries,
+    and the next attempt would read NO_ENTRY there and truncate acknowledged entries)."""
+    spare = await cluster.add_bookie()
+    await cluster.unregister(spare)
+    lh = await _write(bk, 10, e=3, wq=2, aq=2)  # entry 9 on indices 0 and 1; bookies' LAC 8
+    original = lh.metadata.ensembles
+    down = cluster[lh.metadata.last_ensemble[1]]
+    down.crash()
+    await cluster.store.create(f"/ledgers/available/{spare.bookie_id}", b"")
+    spare.faults.drop_all = True  # the only replacement hangs: the re-write cannot reach AQ
+    with pytest.raises(BKLedgerRecoveryError):
+        await bk.open_ledger(lh.ledger_id)
+    md = await _state(bk, lh)
+    assert md.state is LedgerState.IN_RECOVERY and md.ensembles == original
+    spare.faults.clear()
+    async with BookKeeper(cluster.store, fast_config()) as bk2:  # fresh client: no quarantine memory
+        rh = await bk2.open_ledger(lh.ledger_id)
+        assert rh.last_add_confirmed == 9
+        md = await _state(bk2, lh)
+        assert md.ensembles[0] == original[0] and spare.bookie_id in md.last_ensemble
+        assert [e.data for e in await rh.read(0, 9)] == [b"entry-%d" % i for i in range(10)]
