@@ -200,7 +200,8 @@ class FrameDecoder:
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
+        self._buf = bytearray()  # an incomplete frame's bytes
+        self._need = 4  # bytes the buffer must hold before the next frame can be complete
 
     @property
     def buffered(self) -> int:
@@ -208,23 +209,38 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: Buffer) -> list[Frame]:
-        """Add received bytes; return every frame they complete, in order."""
-        self._buf += data
-        buf = self._buf
+        """Add received bytes; return every frame they complete, in order.
+
+        Complete frames are decoded in place (their views point into an immutable copy of the
+        received bytes); only the tail of an incomplete frame is buffered, and the buffer is
+        joined once, when that frame is complete, so large frames cost linear time.
+        """
+        if self._buf:
+            self._buf += data
+            if len(self._buf) < self._need:
+                return []
+            data = bytes(self._buf)
+            self._buf.clear()
+        elif not isinstance(data, bytes):
+            data = bytes(data)
+        view = memoryview(data)
         frames: list[Frame] = []
-        pos, end = 0, len(buf)
+        pos, end = 0, len(view)
+        need = 4
         try:
             while end - pos >= 4:
-                (total,) = _U32.unpack_from(buf, pos)
+                (total,) = _U32.unpack_from(view, pos)
                 if total > self.max_frame_size:
                     raise FrameTooLargeError(total, self.max_frame_size)
                 if end - pos - 4 < total:
+                    need = 4 + total
                     break
-                # Copy the frame out: views into the bytearray would pin it against resizing.
-                frames.append(decode_frame(bytes(buf[pos + 4 : pos + 4 + total])))
+                frames.append(decode_frame(view[pos + 4 : pos + 4 + total]))
                 pos += 4 + total
         finally:
-            del buf[:pos]
+            if pos < end:
+                self._buf += view[pos:]
+                self._need = need
         return frames
 
 
