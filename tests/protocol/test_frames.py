@@ -156,3 +156,18 @@ def test_bad_metadata_raises_protocol_error() -> None:
         f.parse_entry(entry)
     with pytest.raises(ProtocolError):
         f.parse_entry(f.encode_entry(b"", b"x"))  # MessageMetadata missing required fields
+
+
+def test_large_frame_in_small_chunks() -> None:
+    payload = bytes(range(256)) * (4 * 1024 * 1024 // 256)
+    frame = f.encode_payload_command(c.send(1, 1), c.message_metadata("p", 1, 1), payload)
+    dec = f.FrameDecoder()
+    out = []
+    for i in range(0, len(frame), 4096):
+        out += dec.feed(bytearray(frame[i : i + 4096]))  # mutable input is copied, never aliased
+    assert len(out) == 1 and dec.buffered == 0
+    assert out[0].checksum_ok is True and bytes(out[0].payload()) == payload
+    # A frame followed by the first bytes of the next one keeps exactly those bytes.
+    tail = f.encode_command(c.ping())
+    assert len(dec.feed(frame + tail[:3])) == 1 and dec.buffered == 3
+    assert [fr.command.type for fr in dec.feed(tail[3:])] == [pb.BaseCommand.PING]
