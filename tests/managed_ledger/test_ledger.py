@@ -6,7 +6,6 @@ import trio
 import pytest
 
 from managed_ledger import (
-    ManagedLedgerConfig,
     ManagedLedgerFactory,
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
@@ -233,3 +232,21 @@ async def test_cancelled_adds_do_not_block_later_ones(factory, bookies, config) 
     with trio.fail_after(5):
         p = await ml.add_entry(b"after")
     assert p.entry_id >= 0
+
+
+async def test_tailing_reader_follows_rollover(factory, config) -> None:
+    ml = await factory.open(NAME, config.replace(max_entries_per_ledger=2))
+    c = await ml.open_cursor("tail")
+    got: list[Position] = []
+
+    async def reader() -> None:
+        while len(got) < 7:
+            got.extend(e.position for e in await c.read_entries_or_wait(10))
+
+    async with trio.open_nursery() as n:
+        n.start_soon(reader)
+        written = []
+        for i in range(7):
+            written.append(await ml.add_entry(b"%d" % i))
+            await trio.sleep(0.001)
+    assert got == written and len({p.ledger_id for p in written}) == 4
