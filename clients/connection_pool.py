@@ -61,9 +61,24 @@ class ConnectionPool:
             return cnx
 
     async def _connect(self, url: str) -> ClientConnection:
+        """Connect to one of the URL's hosts: round robin, falling through to the next on failure."""
         hosts = parse_service_url(url)
-        host, port = hosts[self._rr % len(hosts)]
+        start = self._rr
         self._rr += 1
+        failure: errors.PulsarException | None = None
+        for i in range(len(hosts)):
+            host, port = hosts[(start + i) % len(hosts)]
+            try:
+                cnx = await self._connect_host(url, host, port)
+            except errors.ConnectError as exc:
+                failure = exc
+                continue
+            self._nursery.start_soon(cnx.run)
+            return cnx
+        assert failure is not None
+        raise failure
+
+    async def _connect_host(self, url: str, host: str, port: int) -> ClientConnection:
         try:
             with trio.fail_after(self._config.connection_timeout_s):
                 stream = await trio.open_tcp_stream(host, port)
@@ -74,10 +89,9 @@ class ConnectionPool:
                     await trio.aclose_forcefully(stream)
                     raise
         except trio.TooSlowError:
-            raise errors.ConnectError(f"connecting to {url} timed out") from None
+            raise errors.ConnectError(f"connecting to {host}:{port} timed out") from None
         except OSError as exc:
-            raise errors.ConnectError(f"cannot connect to {url}: {exc}") from None
-        self._nursery.start_soon(cnx.run)
+            raise errors.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
         return cnx
 
     def close_all(self) -> None:

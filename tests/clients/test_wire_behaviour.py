@@ -140,3 +140,13 @@ async def test_corrupt_message_is_discarded_and_acked_with_validation_error(fake
         assert got == [b"m0", b"m2"]  # the corrupted entry never reaches the application
         (ack,) = [a for a in fake.commands(T.ACK) if a.HasField("validation_error")]
         assert ack.validation_error == CommandAck.ChecksumMismatch and ack.message_id[0].entryId == 1
+
+
+async def test_service_url_falls_through_dead_hosts(fake: FakeBroker) -> None:
+    from tests.fixtures.processes import free_port
+
+    dead = free_port()  # nothing listens there
+    async with AsyncClient(f"pulsar://127.0.0.1:{dead},127.0.0.1:{fake.port}") as client:
+        producer = await client.create_producer(TOPIC)
+        await producer.send(b"x")
+    assert len(fake.entries) == 1
