@@ -603,9 +603,6 @@ class ManagedLedger:
                 return Position(li.ledger_id, -1)
         return Position(self.current_ledger_id, -1)
 
-    def _last_entry_of(self, li: LedgerInfo) -> int:
-        return li.entries - 1
-
     def next_valid_position(self, pos: Position) -> Position:
         """The first position after `pos` that may hold an entry (skipping ledger ends,
         trimmed and empty ledgers); beyond the last entry it is the next one to be written."""

@@ -286,3 +286,18 @@ async def test_throttled_mark_delete_is_flushed_later(meta, bookies, config) -> 
         with trio.fail_after(5):  # the background loop flushes the dirty position
             while c._persisted_gen < c._state_gen:
                 await trio.sleep(0.02)
+
+
+async def test_cursor_properties_and_is_deleted_survive_reopen(meta, bookies, config) -> None:
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f:
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("s", "earliest")
+        ps = await fill(ml, 4)
+        await c.set_cursor_properties({"owner": "spark"})
+        await c.delete([ps[2]])
+        assert c.is_deleted(ps[2]) and not c.is_deleted(ps[1])
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f:
+        ml = await f.open(NAME)
+        c = ml.cursors["s"]
+        assert c.cursor_properties == {"owner": "spark"} and c.is_deleted(ps[2])
+        assert not ml.is_terminated
