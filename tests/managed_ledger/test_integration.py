@@ -274,3 +274,29 @@ async def test_retention_matrix(bookie, zk_url, ml_config) -> None:
         # 1600 KB stored: deleting the first leaves 1200 KB >= 1 MB, the second would leave 800 KB
         assert await scenario("size", -1, 1) == [0]
         assert await scenario("size-unconsumed", -1, 0, consume=0) == []
+
+
+async def test_bookie_killed_mid_stream_nothing_acked_lost(quire_procs, zk_url, tmp_path, ml_config) -> None:
+    bookies = [start_bookie(quire_procs, zk_url, tmp_path, i) for i in range(3)]
+    cfg = ml_config.replace(
+        ensemble_size=2, write_quorum=2, ack_quorum=2, max_entries_per_ledger=150,
+        retention_time_minutes=-1, retention_size_mb=-1,
+    )
+    async with Owner(zk_url, cfg) as f:
+        with trio.fail_after(20):
+            while len(await f.bk.writable_bookies()) < 3:
+                await trio.sleep(0.05)
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("s", "earliest")
+        acked: list[Position] = []
+        for i in range(400):
+            if i == 120:
+                bookies[0].kill()  # may be in the current ensemble: the client replaces it
+            acked.append(await ml.add_entry(b"%d" % i))
+        assert acked == sorted(acked)
+        ml.cache.clear()
+        got = []
+        while batch := await c.read_entries(100):
+            got.extend(batch)
+        assert [e.position for e in got] == acked
+        assert [e.data for e in got] == [b"%d" % i for i in range(400)]
