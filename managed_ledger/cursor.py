@@ -159,6 +159,17 @@ class ManagedCursor:
             else:
                 log.warning("%s: cursor ledger %d unreadable; rolling back to the node's position", self.path, info.cursors_ledger_id)
         self._apply(pos)
+        # Claim the node (same content, new version): a previous owner that has not noticed
+        # the takeover yet now loses its next CAS on it instead of fencing us later.
+        claimed = CursorInfo(info.cursors_ledger_id, info.position, _now_ms(), self.cursor_properties)
+        try:
+            stat = await ml.store.put(self.path, encode_cursor_info(claimed), self._node_version)
+        except BadVersionError as e:
+            ml._set_fenced(f"cursor {self.name} changed during recovery")
+            raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
+        except MetadataError as e:
+            raise MetadataUnavailableError(f"{self.path}: {e}") from e
+        self._node_version = stat.version
 
     async def _read_cursor_ledger(self, ledger_id: int) -> PositionInfo | None:
         ml = self.ml

@@ -7,7 +7,7 @@ import logging
 import pytest
 import trio
 
-from managed_ledger import ManagedLedgerFactory, Position
+from managed_ledger import ManagedLedgerFactory, ManagedLedgerFencedError, Position
 from managed_ledger.ack_set import AckSet
 from managed_ledger.cursor import NoMoreEntriesError
 from managed_ledger.formats import decode_cursor_info
@@ -301,3 +301,22 @@ async def test_cursor_properties_and_is_deleted_survive_reopen(meta, bookies, co
         c = ml.cursors["s"]
         assert c.cursor_properties == {"owner": "spark"} and c.is_deleted(ps[2])
         assert not ml.is_terminated
+
+
+async def test_stale_owner_cannot_overwrite_recovered_cursor(meta, bookies, config) -> None:
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f1:
+        ml1 = await f1.open(NAME)
+        c1 = await ml1.open_cursor("s", "earliest")
+        ps = await fill(ml1, 10)
+        await c1.mark_delete(ps[2])  # position lives in c1's cursor ledger
+        async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f2:
+            ml2 = await f2.open(NAME)  # takes over; ml1 has not noticed (no add since)
+            c2 = ml2.cursors["s"]
+            assert c2.mark_delete_position == ps[2]
+            with pytest.raises(ManagedLedgerFencedError):
+                await c1.mark_delete(ps[8])  # cursor ledger fenced -> node CAS loses
+            assert ml1.is_fenced
+            await c2.mark_delete(ps[4])  # the new owner is unaffected
+        async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f3:
+            ml3 = await f3.open(NAME)
+            assert ml3.cursors["s"].mark_delete_position == ps[4]
