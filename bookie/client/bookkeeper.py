@@ -15,7 +15,7 @@ import trio
 
 from bookie.client.bookie_connection import BookieConnectionPool, Callback
 from bookie.client.config import ClientConfig
-from bookie.client.errors import BKClientClosedError, BKError, BKUnauthorizedAccessError
+from bookie.client.errors import BKClientClosedError, BKError, BKNotEnoughBookiesError, BKUnauthorizedAccessError
 from bookie.client.ledger_handle import LedgerHandle
 from bookie.client.ledger_manager import LedgerManager
 from bookie.client.ledger_metadata import LedgerMetadata, master_key, password_hash
@@ -113,6 +113,9 @@ class BookKeeper:
                           f"<= ensemble size ({ensemble_size})")
         writable = await self.writable_bookies()
         ensemble = self.placement.new_ensemble(ensemble_size, writable, set(), self.quarantined())
+        if len(set(ensemble)) != ensemble_size or not set(ensemble) <= set(writable):
+            raise BKNotEnoughBookiesError(
+                f"placement gave {list(ensemble)} for an ensemble of {ensemble_size} from {sorted(writable)}")
         md = LedgerMetadata(
             ensemble_size=ensemble_size,
             write_quorum_size=write_quorum,

@@ -32,6 +32,7 @@ from bookie.client.errors import (
     BKLedgerFencedError,
     BKMetadataVersionError,
     BKNoSuchEntryError,
+    BKNotEnoughBookiesError,
     BKUnauthorizedAccessError,
 )
 from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
@@ -267,7 +268,10 @@ class LedgerHandle:
         exclude = set(self._ever_failed)
         quarantined = self._bk.quarantined()
         for idx in failed:
-            new_ensemble[idx] = self._bk.placement.replace_bookie(new_ensemble, idx, writable, exclude, quarantined)
+            pick = self._bk.placement.replace_bookie(new_ensemble, idx, writable, exclude, quarantined)
+            if pick in new_ensemble or pick in exclude:
+                raise BKNotEnoughBookiesError(f"placement offered {pick} to replace {failed[idx]} in {new_ensemble}")
+            new_ensemble[idx] = pick
         first = self._lac + 1
         if self._recovery:
             # Recovery keeps its ensemble changes local and writes them with the final CLOSED
