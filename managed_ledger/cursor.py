@@ -268,9 +268,12 @@ class ManagedCursor:
                 pass
             self._cursor_ledger = None
         try:
-            await self.ml.store.delete(self.path)
+            await self.ml.store.delete(self.path, self._node_version if self.durable and self._node_version >= 0 else None)
         except NotFoundError:
             pass
+        except BadVersionError as e:
+            self.ml._set_fenced(f"cursor {self.name} changed by another owner")
+            raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
         except MetadataError as e:
             raise MetadataUnavailableError(f"{self.path}: {e}") from e
         for ledger_id in ledgers - {-1}:
