@@ -45,6 +45,8 @@ def _error(status: int, reason: str) -> JSONResponse:
 def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["AdminApi"], Handler]:
     def bind(api: "AdminApi") -> Handler:
         async def handler(request: Request) -> Response:
+            if not api.service.ready:
+                return _error(503, "the broker is starting")
             try:
                 result = await fn(api, request)
             except BrokerError as exc:

@@ -58,6 +58,7 @@ class BrokerService:
         self.web_port = config.web_service_port
         self.ownership: OwnershipCache | None = None
         self.started_at = time.time()
+        self.ready = False  # the admin API answers 503 until the broker serves clients
 
     # -- identity --------------------------------------------------------------------------
 
@@ -86,8 +87,10 @@ class BrokerService:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                await self.ensure_defaults()
                 await self._register()
                 self.store.on_session_lost(self._session_lost)
+                self.ready = True
                 nursery.start_soon(self._housekeeping)
                 nursery.start_soon(self._update_stats)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)

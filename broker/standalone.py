@@ -115,7 +115,6 @@ async def run_broker(
             async with trio.open_nursery() as nursery:
                 await nursery.start(serve_admin, service, config.bind_address, config.web_service_port)
                 await nursery.start(service.run)
-                await service.ensure_defaults()
                 log.info("broker serving %s and %s", service.service_url, service.web_url)
                 task_status.started(service)
                 await trio.sleep_forever()

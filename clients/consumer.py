@@ -547,11 +547,11 @@ class Consumer(ConsumerBase):
     def _ack(self, mid: MessageId) -> None:
         self._check_open()
         key = (mid.ledger_id(), mid.entry_id())
-        self._nacked.pop(key, None)
         if mid.chunk_ids:
             for k in mid.chunk_ids:
                 self._queue_ack(k)
             self._unacked.pop(key, None)
+            self._nacked.pop(key, None)
             return
         pending = self._batch_unacked.get(key)
         if mid.batch_index() >= 0 and pending is not None:
@@ -564,6 +564,9 @@ class Consumer(ConsumerBase):
                 return
             del self._batch_unacked[key]
             self._batch_sizes.pop(key, None)
+        # Only now is the whole entry acknowledged: a nack of another message of the same
+        # batch must survive acks of its siblings.
+        self._nacked.pop(key, None)
         self._unacked.pop(key, None)
         self._dlq_candidates.pop(key, None)
         self._queue_ack(key)

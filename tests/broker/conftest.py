@@ -26,7 +26,6 @@ async def start_broker(nursery: trio.Nursery, **overrides: Any) -> BrokerService
                           bind_address="127.0.0.1", **overrides)
     service = BrokerService(config, store, MemoryManagedLedgerFactory())
     await nursery.start(service.run)
-    await service.ensure_defaults()
     return service
 
 

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pulsar
 import pytest
 
-from tests.fixtures.processes import QuireProcess, free_port
+from tests.fixtures.processes import ProcessNotReadyError, QuireProcess, free_port
 
 
 @dataclass
@@ -36,16 +36,24 @@ class Standalone:
 
 
 def start_standalone(base: Path, *extra: str) -> Standalone:
-    port, web = free_port(), free_port()
     data = base / "data"
-    proc = QuireProcess.quire(
-        ["standalone", "--data-dir", str(data), "--port", str(port), "--web-port", str(web),
-         "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING", *extra],
-        log_path=base / "standalone.log", ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters",
-    )
-    proc.start()
-    proc.wait_ready(60)
-    return Standalone(proc, port, web, data)
+    for attempt in range(3):
+        port, web = free_port(), free_port()
+        proc = QuireProcess.quire(
+            ["standalone", "--data-dir", str(data), "--port", str(port), "--web-port", str(web),
+             "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING", *extra],
+            log_path=base / f"standalone-{attempt}.log", ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters",
+        )
+        proc.start()
+        try:
+            proc.wait_ready(60)
+            return Standalone(proc, port, web, data)
+        except ProcessNotReadyError:
+            proc.kill()
+            # Another process on this shared machine may have taken a "free" port meanwhile.
+            if attempt == 2 or "Address already in use" not in proc.log_text():
+                raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture(scope="module")
