@@ -36,7 +36,10 @@ def test_sigkill_and_restart_keeps_data_and_cursors(tmp_path: Path) -> None:
             acked += 1
         time.sleep(0.5)  # ack grouping in the client (100 ms) + cursor persistence
         node.proc.kill()
-        client.close()
+        try:
+            client.close()
+        except pulsar.PulsarException:
+            pass  # closing producers of a dead broker may fail with NotConnected: nothing to verify here
 
         node.proc.start()
         node.proc.wait_ready(60)
