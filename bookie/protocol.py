@@ -330,6 +330,16 @@ def decode_response(frame: bytes | bytearray | memoryview) -> Response:
             pos += ln
     else:
         head = bytes(body)
+    _, rid, _, lid, eid, lac, leid, fdisk, tdisk, _ = h
+    # Hot path (every add ack): one chained check for the common case, as in decode_request.
+    if (
+        type(rid) is int and type(lid) is int and type(eid) is int and type(lac) is int and type(leid) is int
+        and type(fdisk) is int and type(tdisk) is int
+        and 0 <= rid <= _U64_MAX and 0 <= lid <= _U64_MAX and _I64_MIN <= eid <= _I64_MAX
+        and _I64_MIN <= lac <= _I64_MAX and _I64_MIN <= leid <= _I64_MAX
+        and 0 <= fdisk <= _U64_MAX and 0 <= tdisk <= _U64_MAX
+    ):
+        return Response(op, rid, status, lid, eid, head, entries, lac, leid, fdisk, tdisk)
     return Response(
         op,
         _int(h[1], 0, _U64_MAX, "request_id"),
