@@ -169,21 +169,26 @@ class LedgerStorage:
                 self._notify_lac(ledger_id)
         return True
 
+    async def wait_for_room(self, deadline: float) -> bool:
+        """Wait (at most until ``deadline``, monotonic) for a checkpoint to free write-cache
+        room; False once the deadline has passed. Callers retry ``try_add`` after each wait."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        with trio.move_on_after(min(remaining, 0.05)):
+            await self._flush_done.wait()
+        return True
+
     async def add_entry(self, ledger_id: int, entry_id: int, data: bytes, lac: int) -> None:
         """Put an entry, waiting up to db_storage_max_throttle_time_ms for cache room."""
         if self.try_add(ledger_id, entry_id, data, lac):
             return
         self.metrics.throttled_adds.inc()
         deadline = time.monotonic() + self.config.db_storage_max_throttle_time_ms / 1000.0
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TooManyRequestsError("write cache full")
-            done = self._flush_done
-            with trio.move_on_after(min(remaining, 0.05)):
-                await done.wait()
+        while await self.wait_for_room(deadline):
             if self.try_add(ledger_id, entry_id, data, lac):
                 return
+        raise TooManyRequestsError("write cache full")
 
     # --- long poll -------------------------------------------------------------------------
 

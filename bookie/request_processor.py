@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -21,7 +22,14 @@ import trio
 from bookie import journal_format as jf
 from bookie.config import BookieConfig
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
-from bookie.errors import BadRequestError, NoEntryError, NoLedgerError, StorageError, UnauthorizedError
+from bookie.errors import (
+    BadRequestError,
+    NoEntryError,
+    NoLedgerError,
+    StorageError,
+    TooManyRequestsError,
+    UnauthorizedError,
+)
 from bookie.journal import Journal
 from bookie.ledger_index import LedgerState
 from bookie.ledger_storage import LedgerStorage
@@ -212,27 +220,46 @@ class RequestProcessor:
         self.journal.append(req.body, done)
 
     async def _add_slow(self, req: Request, conn: ReplySink) -> None:
+        """An add that must wait (unknown ledger, congested journal, full write cache).
+
+        The state check, the write-cache put and the journal append run without an await in
+        between: a fence that arrives while this add waits is seen by the re-check, so an add
+        is never accepted after a fence was answered (BookKeeper #4701).
+        """
+        lid = req.ledger_id
+        deadline = 0.0
         try:
-            await self.journal.wait_for_space()
-            lid = req.ledger_id
-            st = self.storage.states.get(lid)
-            if st is None or st.deleted:
-                st = await self._open_ledger_for_add(req)
-                if st is None:
-                    self._add_error(req, conn, int(Status.NO_LEDGER))
+            while True:
+                await self.journal.wait_for_space()
+                st = self.storage.states.get(lid)
+                if st is None or st.deleted:
+                    if await self._open_ledger_for_add(req) is None:
+                        self._add_error(req, conn, int(Status.NO_LEDGER))
+                        return
+                    continue  # re-read the state after the await
+                if not st.master_key and req.master_key:
+                    # Known only from a fence or LAC write without a key: the first add sets it.
+                    self.storage.set_master_key(lid, req.master_key)
+                    self.journal.append(jf.master_key_payload(lid, req.master_key), None)
+                status = self._check_add(req, st)
+                if status:
+                    self._add_error(req, conn, status)
                     return
-            if not st.master_key and req.master_key:
-                # Known only from a fence or LAC write without a key: the first add sets it.
-                self.storage.set_master_key(lid, req.master_key)
-                self.journal.append(jf.master_key_payload(lid, req.master_key), None)
-            status = self._check_add(req, st)
-            if status:
-                self._add_error(req, conn, status)
-                return
-            lac = _ENTRY_IDS.unpack_from(req.body)[2]
-            await self.storage.add_entry(lid, req.entry_id, req.body, lac)
+                lac = _ENTRY_IDS.unpack_from(req.body)[2]
+                if self.storage.try_add(lid, req.entry_id, req.body, lac):
+                    break
+                if not deadline:
+                    self.metrics.throttled_adds.inc()
+                    deadline = time.monotonic() + self.config.db_storage_max_throttle_time_ms / 1000.0
+                if not await self.storage.wait_for_room(deadline):
+                    raise TooManyRequestsError(f"write cache full for {self.config.db_storage_max_throttle_time_ms} ms")
         except StorageError as exc:
             self._add_error(req, conn, exc.status)
+            return
+        except Exception:
+            # e.g. the metadata store did not answer: the outcome is unknown to the client (IO).
+            log.exception("add %d:%d failed", req.ledger_id, req.entry_id)
+            self._add_error(req, conn, int(Status.IO))
             return
         self._journal_add(req, conn)
 
@@ -317,6 +344,8 @@ class RequestProcessor:
 
     async def _range_read(self, req: Request) -> bytes:
         lid, first = req.ledger_id, req.entry_id
+        if first < 0:
+            raise BadRequestError(f"range read from entry {first}")
         last = req.last_entry_id if req.last_entry_id >= first else first
         max_entries = min(req.max_entries or _RANGE_MAX_ENTRIES, _RANGE_MAX_ENTRIES)
         max_bytes = min(req.max_bytes or _RANGE_MAX_BYTES, _RANGE_MAX_BYTES)

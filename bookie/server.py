@@ -80,37 +80,47 @@ async def serve_connection(
     decoder = FrameDecoder(max_frame_size)
     metrics.connections.inc()
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(conn.writer, nursery.cancel_scope)
-            fast, slow = processor.handle_fast, processor.handle_slow
-            try:
-                while True:
-                    try:
-                        data = await stream.receive_some(_RECEIVE_SIZE)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        break
-                    if not data:
-                        break
-                    for i, frame in enumerate(decoder.feed(data), 1):
-                        req = decode_request(frame)
-                        conn.pending += 1
-                        if not fast(req, conn):
-                            await slow(req, conn, nursery)
-                        if conn.pending >= max_pending:
-                            await conn.wait_for_room()
-                        elif not i % _YIELD_EVERY:
-                            # A big burst must not starve the journal task: let it start the
-                            # next group commit (and deliver finished ones) meanwhile.
-                            await trio.sleep(0)
-            except ProtocolError as exc:
-                log.warning("closing connection: %s", exc)
-            # The peer half-closed: let in-flight requests answer (bounded), then stop.
-            with trio.move_on_after(5):
-                while conn.pending > 0 or conn.has_output:
-                    await trio.sleep(0.002)
-            nursery.cancel_scope.cancel()
+        await _serve(stream, conn, decoder, processor, max_pending)
+    except Exception:
+        # A bug in one request's handling must cost this connection, never the bookie.
+        log.exception("closing connection after an unexpected error")
     finally:
         conn.closed = True
         metrics.connections.dec()
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(stream)
+
+
+async def _serve(
+    stream: trio.SocketStream, conn: Connection, decoder: FrameDecoder, processor: RequestProcessor, max_pending: int
+) -> None:
+    """The reader loop, with the connection's writer beside it in the connection's nursery."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.writer, nursery.cancel_scope)
+        fast, slow = processor.handle_fast, processor.handle_slow
+        try:
+            while True:
+                try:
+                    data = await stream.receive_some(_RECEIVE_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    break
+                for i, frame in enumerate(decoder.feed(data), 1):
+                    req = decode_request(frame)
+                    conn.pending += 1
+                    if not fast(req, conn):
+                        await slow(req, conn, nursery)
+                    if conn.pending >= max_pending:
+                        await conn.wait_for_room()
+                    elif not i % _YIELD_EVERY:
+                        # A big burst must not starve the journal task: let it start the
+                        # next group commit (and deliver finished ones) meanwhile.
+                        await trio.sleep(0)
+        except ProtocolError as exc:
+            log.warning("closing connection: %s", exc)
+        # The peer half-closed: let in-flight requests answer (bounded), then stop.
+        with trio.move_on_after(5):
+            while conn.pending > 0 or conn.has_output:
+                await trio.sleep(0.002)
+        nursery.cancel_scope.cancel()
