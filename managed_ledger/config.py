@@ -44,8 +44,10 @@ class ManagedLedgerConfig:
     retention_time_minutes: int = 0
     retention_size_mb: int = 0
     retention_check_interval_seconds: int = 120
-    # 0 = no TTL
+    # 0 = no TTL; checked without reading entries, by ledger close time (the broker's
+    # per-message check uses ManagedCursor.expire_entries with the publish time)
     message_ttl_seconds: int = 0
+    message_expiry_check_interval_seconds: float = 300  # Pulsar: messageExpiryCheckIntervalInMinutes=5
     # entry cache shared by the factory's managed ledgers
     cache_size_mb: int = 64
     # adds waiting behind a rollover or in flight, per managed ledger

@@ -494,6 +494,31 @@ class ManagedCursor:
             await self.mark_delete(pos)
         return pos
 
+    async def expire_by_ledger_closure_time(self, ttl_s: float) -> Position | None:
+        """Message TTL without reading entries (Pulsar's checkExpiryByLedgerClosureTime):
+        every entry of a ledger closed more than `ttl_s` ago is older than the TTL, so the
+        mark-delete moves to the last entry of the newest such ledger in the run of expired
+        ledgers starting at the mark-delete's ledger. Returns the new mark-delete or None."""
+        self._check_open()
+        ml = self.ml
+        cutoff = _now_ms() - int(ttl_s * 1000)
+        target: Position | None = None
+        for li in ml.ledgers:
+            if li.ledger_id < self.mark_delete_position.ledger_id:
+                continue
+            # the current ledger (timestamp 0) and younger ledgers end the run
+            if li.timestamp_ms <= 0 or li.timestamp_ms > cutoff or li.ledger_id == ml.current_ledger_id:
+                break
+            if li.entries > 0:
+                target = Position(li.ledger_id, li.entries - 1)
+        if target is None:
+            return None
+        target = min(target, ml.last_confirmed_entry)
+        if target <= self.mark_delete_position:
+            return None
+        await self.mark_delete(target)
+        return target
+
     # ------------------------------------------------------------------ persistence
     def _snapshot(self, max_ranges: int) -> PositionInfo:
         global RANGES_DROPPED_TOTAL

@@ -133,8 +133,11 @@ class ManagedLedger:
         throttled cursor positions within ``cursor_position_flush_seconds``."""
         interval = max(self.config.retention_check_interval_seconds, 0.05)
         next_periodic = trio.current_time() + interval
+        next_expiry = trio.current_time() + max(self.config.message_expiry_check_interval_seconds, 0.05)
         while True:
             timeout = max(next_periodic - trio.current_time(), 0)
+            if self.config.message_ttl_seconds > 0:
+                timeout = min(timeout, max(next_expiry - trio.current_time(), 0))
             if any(c._state_gen > c._persisted_gen for c in self.cursors.values()):
                 timeout = min(timeout, self.config.cursor_position_flush_seconds)
             if self._current is not None and self._current_info is not None and self._current_info.entries > 0:
@@ -148,6 +151,9 @@ class ManagedLedger:
                 next_periodic = trio.current_time() + interval
             try:
                 self._maybe_roll_idle_ledger()
+                if self.config.message_ttl_seconds > 0 and trio.current_time() >= next_expiry:
+                    next_expiry = trio.current_time() + max(self.config.message_expiry_check_interval_seconds, 0.05)
+                    await self.expire_messages()
                 if self._trim_requested or periodic:
                     self._trim_requested = False
                     await self.trim()
@@ -158,6 +164,16 @@ class ManagedLedger:
                 if self.state in (State.FENCED, State.CLOSED):
                     return
                 log.warning("%s: background trim failed: %s", self.name, e)
+
+    async def expire_messages(self, ttl_s: float | None = None) -> None:
+        """Message TTL at the managed-ledger level: every durable cursor acknowledges the
+        ledgers closed more than the TTL ago (no entry is read)."""
+        ttl = self.config.message_ttl_seconds if ttl_s is None else ttl_s
+        if ttl <= 0 or self.state in (State.CLOSED, State.FENCED):
+            return
+        for cursor in list(self.cursors.values()):
+            if not cursor.closed:
+                await cursor.expire_by_ledger_closure_time(ttl)
 
     def _schedule_trim(self) -> None:
         self._trim_requested = True

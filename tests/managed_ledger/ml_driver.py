@@ -5,7 +5,10 @@ managed ledger and a durable cursor ``sub`` (earliest), prints ``{"ready": ...}`
 one JSON command per stdin line and answers with one JSON line on stdout:
 ``{"op": "add", "n": N}`` (N pipelined adds) -> ``{"positions": ["L:E", ...]}``;
 ``{"op": "mark_delete", "position": "L:E"}`` / ``{"op": "delete", "positions": [...]}`` ->
-``{"ok": true}`` once persisted; errors come back as ``{"error": "<ExceptionType>"}``.
+``{"ok": true}`` once persisted (with ``throttle_mark_delete`` set, once accepted: a
+throttled position stays dirty); ``{"op": "flush"}`` persists a dirty position ->
+``{"ok": true}``; ``{"op": "stats"}`` -> the managed ledger's internal stats. Errors come
+back as ``{"error": "<ExceptionType>"}``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,11 @@ async def main(zk_url: str, name: str, config_json: str) -> None:
                     elif cmd["op"] == "delete":
                         await cursor.delete([Position.parse(p) for p in cmd["positions"]])
                         emit({"ok": True})
+                    elif cmd["op"] == "flush":
+                        await cursor.flush()
+                        emit({"ok": True})
+                    elif cmd["op"] == "stats":
+                        emit(ml.internal_stats())
                     else:
                         emit({"error": f"unknown op {cmd['op']}"})
                 except BaseExceptionGroup as eg:

@@ -2,63 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
+import logging
 
 import pytest
 import trio
 
-import metadata
-from bookie.client.bookkeeper import BookKeeper
-from bookie.client.config import ClientConfig
 from bookie.client.errors import BKNoSuchLedgerError
-from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
-from tests.fixtures.processes import REPO_ROOT
-from tests.managed_ledger.cluster import start_bookie
-
-NAME = "t/ns/persistent/it"
-
-
-@pytest.fixture
-def bookie(quire_procs, zk_url: str, tmp_path: Path):
-    return start_bookie(quire_procs, zk_url, tmp_path)
-
-
-@pytest.fixture
-def ml_config() -> ManagedLedgerConfig:
-    return ManagedLedgerConfig(
-        ensemble_size=1, write_quorum=1, ack_quorum=1,
-        metadata_ensemble_size=1, metadata_write_quorum=1, metadata_ack_quorum=1,
-        retention_check_interval_seconds=3600,
-    )
-
-
-class Owner:
-    """One 'broker': its own metadata session, ledger client and factory."""
-
-    def __init__(self, zk_url: str, config: ManagedLedgerConfig) -> None:
-        self.zk_url, self.config = zk_url, config
-
-    async def __aenter__(self) -> ManagedLedgerFactory:
-        self.store = await metadata.open_store(self.zk_url)
-        self.bk = BookKeeper(self.store, ClientConfig())
-        await self.bk.__aenter__()
-        with trio.fail_after(20):  # the bookie's port opens before it registers itself
-            while not await self.bk.writable_bookies():
-                await trio.sleep(0.05)
-        self.factory = ManagedLedgerFactory(self.store, self.bk, self.config)
-        return await self.factory.__aenter__()
-
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.factory.__aexit__(*exc)
-        finally:
-            await self.bk.__aexit__(None, None, None)
-            await self.store.close()
+from managed_ledger import Position
+from managed_ledger import cursor as cursor_module
+from tests.managed_ledger.cluster import NAME, Owner, bookie, driver, ml_config, start_bookie  # noqa: F401 (fixtures)
 
 
 async def test_add_read_across_rollovers(bookie, zk_url, ml_config) -> None:
@@ -84,57 +36,6 @@ async def test_add_read_across_rollovers(bookie, zk_url, ml_config) -> None:
             got.extend(batch)
         assert [e.data for e in got] == [b"%05d" % i for i in order]
         assert c.number_of_entries_in_backlog == 230
-
-
-class Driver:
-    """The ml_driver subprocess: another process owning the managed ledger."""
-
-    def __init__(self, zk_url: str, name: str, config: dict) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.managed_ledger.ml_driver", zk_url, name, json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            cwd=str(REPO_ROOT),
-        )
-
-    async def reply(self) -> dict:
-        assert self.proc.stdout is not None
-        with trio.fail_after(60):
-            line = await trio.to_thread.run_sync(self.proc.stdout.readline)
-        assert line, "driver exited"
-        return json.loads(line)
-
-    async def call(self, **cmd: object) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
-        self.proc.stdin.flush()
-        return await self.reply()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-
-DRIVER_CONFIG = dict(
-    ensemble_size=1, write_quorum=1, ack_quorum=1,
-    metadata_ensemble_size=1, metadata_write_quorum=1, metadata_ack_quorum=1,
-    max_entries_per_ledger=100, retention_time_minutes=-1, retention_size_mb=-1,
-)
-
-
-@pytest.fixture
-def driver(zk_url, bookie):
-    drivers: list[Driver] = []
-
-    def start() -> Driver:
-        d = Driver(zk_url, NAME, DRIVER_CONFIG)
-        drivers.append(d)
-        return d
-
-    yield start
-    for d in drivers:
-        d.kill()
 
 
 async def test_cursor_recovery_after_sigkill_of_owner(driver, zk_url, ml_config) -> None:
@@ -216,7 +117,8 @@ async def test_empty_ledgers_dropped_on_reopen(bookie, zk_url, ml_config) -> Non
         assert [e.data for e in await c.read_entries(10)] == [b"one"]
 
 
-async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config) -> None:
+async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config, caplog) -> None:
+    dropped_before = cursor_module.RANGES_DROPPED_TOTAL
     async with Owner(zk_url, ml_config) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
@@ -230,8 +132,13 @@ async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config)
             for _ in range(100):
                 n.start_soon(add, 201)
         ps.sort()
-        await c.delete(ps[1::2])
+        with caplog.at_level(logging.WARNING, logger="quire.managed_ledger.cursor"):
+            await c.delete(ps[1::2])
         assert len(ps) == 20100 and len(c.individually_deleted_ranges) == 10050
+        # the overflow beyond max_unacked_ranges_to_persist is logged and counted
+        assert "10050 individually deleted ranges, persisting only the first 10000" in caplog.text
+        assert c.ranges_dropped_count == 1 and c.stats()["rangesDroppedOnPersist"] == 1
+        assert cursor_module.RANGES_DROPPED_TOTAL == dropped_before + 1
         # more than max_unacked_ranges_to_persist_in_metadata_store: stays in the cursor ledger
     async with Owner(zk_url, ml_config) as f:
         ml = await f.open(NAME)
