@@ -215,20 +215,44 @@ async def test_cookie_refuses_wiped_or_changed_dirs(tmp_path: Path, store: Metad
     assert info.group_contains(CookieError)
 
 
+def _samples(text: str) -> dict[str, float]:
+    """Prometheus text exposition -> {'name{labels}': value}."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
 async def test_http_state_info_metrics(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, http_server_enabled=True, http_server_port=0)
     async with trio.open_nursery() as nursery:
         r = await start(cfg, nursery)
         for i in range(3):
             await r.client.add(1, i, b"m")
+        assert (await r.client.read(1, 0)).status == Status.OK  # write cache hit
+        await r.bookie.sync_thread.checkpoint()
+        assert (await r.client.read(1, 1)).status == Status.OK  # miss: entry log, read-ahead of entry 2
+        assert (await r.client.read(1, 2)).status == Status.OK  # read cache hit
+        assert (await r.client.read(1, 9)).status == Status.NO_ENTRY
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.bookie.http_port}") as http:
             state = (await http.get("/api/v1/bookie/state")).json()
-            assert state["running"] and not state["readOnly"]
+            assert state["running"] and not state["readOnly"] and not state["shuttingDown"]
             info = (await http.get("/api/v1/bookie/info")).json()
-            assert info["totalSpace"] > 0 and info["ledgers"] == 1
-            text = (await http.get("/metrics")).text
-            assert 'bookie_add_entry_total{status="OK"} 3.0' in text
-            assert "bookie_journal_sync_seconds_bucket" in text
+            assert info["totalSpace"] >= info["freeSpace"] > 0 and info["ledgers"] == 1
+            assert info["bookieId"] == cfg.bookie_id and info["lastLogMark"].startswith("(")
+            metrics = _samples((await http.get("/metrics")).text)
+            assert metrics['bookie_add_entry_total{status="OK"}'] == 3
+            assert metrics['bookie_read_entry_total{status="OK"}'] == 3
+            assert metrics['bookie_read_entry_total{status="NO_ENTRY"}'] == 1
+            assert metrics["bookie_journal_sync_seconds_count"] >= 1  # fsync latency histogram
+            assert metrics["bookie_journal_group_entries_sum"] >= 3  # group sizes (master key record too)
+            assert metrics["bookie_journal_group_bytes_count"] >= 1
+            assert metrics["bookie_write_cache_hits_total"] == 1
+            assert metrics["bookie_read_cache_misses_total"] >= 1
+            assert metrics["bookie_read_cache_hits_total"] == 1
+            assert metrics["bookie_checkpoint_seconds_count"] >= 1 and metrics["bookie_checkpoint_entries_total"] == 3
         await r.stop()
         nursery.cancel_scope.cancel()
 
