@@ -24,7 +24,7 @@ from .consumer import Consumer, ConsumerBase, ConsumerConfig
 from .lookup import LookupService
 from .message_id import MessageId
 from .multi_consumer import REGEX_MODES, MultiTopicsConsumer
-from .options import ConsumerType
+from .options import ConsumerType, Result
 from .partitioned_producer import PartitionedProducer
 from .producer import Producer, ProducerConfig
 from .reader import Reader
@@ -256,7 +256,6 @@ class AsyncClient:
 
 def callback_adapter(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap an official-style ``callback(result, message_id)`` for ``send_async``."""
-    from .options import Result
 
     def adapter(error: BaseException | None, message_id: MessageId | None) -> None:
         fn(Result.Ok if error is None else _result_of(error), message_id)
@@ -265,6 +264,4 @@ def callback_adapter(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _result_of(error: BaseException) -> Any:
-    from .options import Result
-
     return getattr(Result, type(error).__name__, Result.UnknownError)

@@ -53,7 +53,7 @@ class BatchingType(enum.IntEnum):
 
 
 class Result(enum.IntEnum):
-    """Outcome passed to ``send_async`` callbacks (subset of the official ``pulsar.Result``)."""
+    """Outcome passed to ``send_async`` callbacks (the official ``pulsar.Result`` names and values)."""
 
     Ok = 0
     UnknownError = 1
@@ -62,11 +62,45 @@ class Result(enum.IntEnum):
     LookupError = 4
     ConnectError = 5
     ReadError = 6
-    AlreadyClosed = 12
-    ProducerQueueIsFull = 23
-    MessageTooBig = 24
-    TopicTerminated = 29
-    ProducerFenced = 47
+    AuthenticationError = 7
+    AuthorizationError = 8
+    ErrorGettingAuthenticationData = 9
+    BrokerMetadataError = 10
+    BrokerPersistenceError = 11
+    ChecksumError = 12
+    ConsumerBusy = 13
+    NotConnected = 14
+    AlreadyClosed = 15
+    InvalidMessage = 16
+    ConsumerNotInitialized = 17
+    ProducerNotInitialized = 18
+    ProducerBusy = 19
+    TooManyLookupRequestException = 20
+    InvalidTopicName = 21
+    InvalidUrl = 22
+    ServiceUnitNotReady = 23
+    OperationNotSupported = 24
+    ProducerBlockedQuotaExceededError = 25
+    ProducerBlockedQuotaExceededException = 26
+    ProducerQueueIsFull = 27
+    MessageTooBig = 28
+    TopicNotFound = 29
+    SubscriptionNotFound = 30
+    ConsumerNotFound = 31
+    UnsupportedVersionError = 32
+    TopicTerminated = 33
+    CryptoError = 34
+    IncompatibleSchema = 35
+    ConsumerAssignError = 36
+    CumulativeAcknowledgementNotAllowedError = 37
+    TransactionCoordinatorNotFoundError = 38
+    InvalidTxnStatusError = 39
+    NotAllowedError = 40
+    TransactionConflict = 41
+    TransactionNotFound = 42
+    ProducerFenced = 43
+    MemoryBufferIsFull = 44
+    Interrupted = 45
 
 
 @dataclass
@@ -85,3 +119,6 @@ class BatchReceivePolicy:
     max_num_messages: int = -1
     max_num_bytes: int = 10 * 1024 * 1024
     timeout_ms: int = 100
+
+
+ConsumerBatchReceivePolicy = BatchReceivePolicy  # the official package's name for it

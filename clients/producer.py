@@ -60,49 +60,77 @@ class ProducerConfig:
 
 
 class SendFuture:
-    """The pending result of one ``send_async``: a MessageId or an exception."""
+    """The pending result of one ``send_async``: a MessageId or an exception.
 
-    __slots__ = ("_event", "message_id", "error", "_callback")
+    The trio Event is only created when someone waits (most sends only have a callback)."""
+
+    __slots__ = ("_done", "_event", "message_id", "error", "_callback")
 
     def __init__(self, callback: Callable[[BaseException | None, MessageId | None], None] | None = None) -> None:
-        self._event = trio.Event()
+        self._done = False
+        self._event: trio.Event | None = None
         self.message_id: MessageId | None = None
         self.error: BaseException | None = None
         self._callback = callback
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     def _resolve(self, message_id: MessageId | None, error: BaseException | None = None) -> None:
-        if self._event.is_set():
+        if self._done:
             return
+        self._done = True
         self.message_id, self.error = message_id, error
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
         if self._callback is not None:
             try:
                 self._callback(error, message_id)
             except Exception:  # a user callback must not break the producer
                 log.exception("send callback failed")
 
+    async def settled(self) -> None:
+        """Wait until the send succeeded or failed (without raising)."""
+        if not self._done:
+            if self._event is None:
+                self._event = trio.Event()
+            await self._event.wait()
+
     async def wait(self) -> MessageId:
-        await self._event.wait()
+        await self.settled()
         if self.error is not None:
             raise self.error
         assert self.message_id is not None
         return self.message_id
 
 
-@dataclass
 class OutgoingMessage:
     """One message as the user gave it (before batching/compression)."""
 
-    payload: bytes
-    properties: dict[str, str] | None = None
-    partition_key: str | None = None
-    ordering_key: bytes | None = None
-    event_timestamp: int | None = None
-    sequence_id: int | None = None
-    deliver_at: int | None = None  # ms since epoch
+    __slots__ = ("payload", "properties", "partition_key", "ordering_key", "event_timestamp", "sequence_id",
+                 "deliver_at")
+
+    def __init__(
+        self,
+        payload: bytes,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: bytes | None = None,
+        event_timestamp: int | None = None,
+        sequence_id: int | None = None,
+        deliver_at: int | None = None,  # ms since epoch
+    ) -> None:
+        self.payload = payload
+        self.properties = properties
+        self.partition_key = partition_key
+        self.ordering_key = ordering_key
+        self.event_timestamp = event_timestamp
+        self.sequence_id = sequence_id
+        self.deliver_at = deliver_at
+
+    def is_plain(self) -> bool:
+        """No per-message metadata beyond size and sequence id (the batch fast path)."""
+        return not (self.properties or self.partition_key or self.ordering_key or self.event_timestamp)
 
 
 @dataclass
@@ -254,26 +282,38 @@ class Producer:
             self._send_single(msg, seq, fut)
         return fut
 
-    def make_message(self, content: Any, **kwargs: Any) -> OutgoingMessage:
+    def make_message(
+        self,
+        content: Any,
+        *,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: bytes | str | None = None,
+        event_timestamp: int | None = None,
+        sequence_id: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: Any = None,
+    ) -> OutgoingMessage:
         """An ``OutgoingMessage`` from ``send_async``-style arguments."""
-        ordering_key = kwargs.get("ordering_key")
-        properties = kwargs.get("properties")
+        payload = content if type(content) is bytes and self._config.schema is None else self._encode(content)
+        if not (properties or partition_key or ordering_key or event_timestamp or sequence_id is not None
+                or deliver_at is not None or deliver_after is not None):
+            return OutgoingMessage(payload)  # the common case: nothing else to convert
         return OutgoingMessage(
-            self._encode(content),
-            properties=dict(properties) if properties else None,
-            partition_key=kwargs.get("partition_key"),
-            ordering_key=ordering_key.encode() if isinstance(ordering_key, str) else ordering_key,
-            event_timestamp=kwargs.get("event_timestamp"),
-            sequence_id=kwargs.get("sequence_id"),
-            deliver_at=deliver_at_ms(kwargs.get("deliver_at"), kwargs.get("deliver_after")),
+            payload,
+            dict(properties) if properties else None,
+            partition_key,
+            ordering_key.encode() if isinstance(ordering_key, str) else ordering_key,
+            event_timestamp,
+            sequence_id,
+            deliver_at_ms(deliver_at, deliver_after),
         )
 
     async def flush(self) -> None:
         """Send the open batch and wait until every pending message is acknowledged or failed."""
         self._flush_batch()
         while self._pending:
-            last = self._pending[-1].futures[-1]
-            await last._event.wait()
+            await self._pending[-1].futures[-1].settled()
 
     async def close(self) -> None:
         """Flush, then close on the broker (pending messages are sent first, within send timeout)."""
@@ -372,9 +412,10 @@ class Producer:
         items, self._batch, self._batch_bytes = self._batch, [], 0
         first_seq = items[0][1]
         last_seq = items[-1][1]
+        plain, full = batch_codec.plain_message_metadata, cmds.single_message_metadata
         body = batch_codec.serialize_batch(
             (
-                cmds.single_message_metadata(
+                plain(len(m.payload), seq) if seq >= 0 and m.is_plain() else full(
                     0,
                     properties=m.properties,
                     partition_key=m.partition_key,

@@ -20,16 +20,41 @@ _U32 = struct.Struct(">I")
 Buffer = bytes | bytearray | memoryview
 
 
-def serialize_batch(messages: Iterable[tuple[SingleMessageMetadata, Buffer]]) -> bytes:
-    """Concatenate (metadata, payload) pairs; each metadata's payload_size is set here."""
+def serialize_batch(messages: Iterable[tuple[SingleMessageMetadata | bytes, Buffer]]) -> bytes:
+    """Concatenate (metadata, payload) pairs; each metadata's payload_size is set here.
+
+    A metadata given as ``bytes`` is already serialized (``plain_message_metadata``) and is
+    used as is: it must carry the payload's size."""
     parts: list[bytes | Buffer] = []
+    append, pack = parts.append, _U32.pack
     for meta, payload in messages:
-        meta.payload_size = len(payload)
-        body = meta.SerializeToString()
-        parts.append(_U32.pack(len(body)))
-        parts.append(body)
-        parts.append(payload)
+        if isinstance(meta, bytes):
+            body = meta
+        else:
+            meta.payload_size = len(payload)
+            body = meta.SerializeToString()
+        append(pack(len(body)))
+        append(body)
+        append(payload)
     return b"".join(parts)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def plain_message_metadata(payload_size: int, sequence_id: int) -> bytes:
+    """The serialized SingleMessageMetadata of a message with no properties, keys or event
+    time: ``payload_size`` (field 3) and ``sequence_id`` (field 8), byte for byte what protobuf
+    writes, without building a message object (the producer's per-message hot path)."""
+    if payload_size < 0x80 and sequence_id < 0x80:
+        return bytes((0x18, payload_size, 0x40, sequence_id))
+    return b"\x18" + _varint(payload_size) + b"\x40" + _varint(sequence_id)
 
 
 def batch_entry_size(meta: SingleMessageMetadata, payload_len: int) -> int:

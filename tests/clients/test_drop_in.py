@@ -81,3 +81,22 @@ def test_same_code_same_results(broker: Broker) -> None:
     assert ours == official
     assert official["redelivered"] == (b"async-0", 1) and official["restored"]
     assert official["redelivered_rest"] == [b"async-%d" % i for i in range(1, 5)]
+
+
+def test_names_and_enum_values_match_official() -> None:
+    import inspect
+
+    for name in ("ConsumerType", "CompressionType", "InitialPosition", "PartitionsRoutingMode",
+                 "ProducerAccessMode", "RegexSubscriptionMode", "BatchingType", "Result"):
+        theirs = {k: int(v) for k, v in getattr(official_module, name).__members__.items()}
+        ours = {k: int(v) for k, v in getattr(quire_module, name).__members__.items()}
+        assert ours == theirs, name
+    exceptions = [n for n, o in vars(official_module.exceptions).items()
+                  if inspect.isclass(o) and issubclass(o, Exception)]
+    assert all(issubclass(getattr(quire_module, n), Exception) for n in exceptions)
+    for cls in ("Client", "Producer", "Consumer", "Reader", "MessageId"):
+        public = {m for m in dir(getattr(official_module, cls)) if not m.startswith("_")}
+        public -= {"create_table_view", "get_service_info", "wrap"}  # table views, service-info providers, C++ wrapping
+        assert all(hasattr(getattr(quire_module, cls), m) for m in public), cls
+    policy = quire_module.ConsumerBatchReceivePolicy(10, -1, 500)  # the official positional signature
+    assert (policy.max_num_messages, policy.timeout_ms) == (10, 500)

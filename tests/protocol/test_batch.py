@@ -33,6 +33,18 @@ def test_batch_round_trip_and_layout() -> None:
     assert parsed[1][0].sequence_id == 8 and parsed[2][0].event_time == 5
 
 
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1))
+def test_plain_metadata_matches_protobuf(payload_size: int, sequence_id: int) -> None:
+    expected = pb.SingleMessageMetadata(payload_size=payload_size, sequence_id=sequence_id).SerializeToString()
+    assert b.plain_message_metadata(payload_size, sequence_id) == expected
+
+
+def test_serialize_batch_takes_pre_encoded_metadata() -> None:
+    mixed = b.serialize_batch([(b.plain_message_metadata(3, 7), b"abc"), (c.single_message_metadata(0), b"de")])
+    parsed = b.parse_batch(mixed, 2)
+    assert [(m.sequence_id, bytes(p)) for m, p in parsed] == [(7, b"abc"), (0, b"de")]
+
 def test_batch_entry_size_bounds_the_real_size() -> None:
     meta = c.single_message_metadata(0, properties={"k": "v"})
     assert b.batch_entry_size(meta, 300) >= len(b.serialize_batch([(meta, b"x" * 300)]))
