@@ -2,8 +2,9 @@
 
 Requests carry a per-connection request id and complete through a *callback* run by the
 connection's reader task, so an add sent to WQ bookies costs no trio task per bookie.
-``send`` is synchronous: it appends the encoded frame to an outgoing list and wakes the
-writer task, which joins everything queued since its last wake-up into one ``send_all``.
+``send`` / ``send_add`` are synchronous: they append the encoded frame to an outgoing list
+and wake the writer task (only when the list was empty), which joins everything queued since
+its last wake-up into one ``send_all``: adds to one bookie are batched per write.
 A timeout monitor fails requests past their deadline with ``CLIENT_TIMEOUT``; a broken
 connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and the next
 ``send`` reconnects. Callbacks receive ``(status, response_or_None)``.
@@ -20,7 +21,17 @@ import trio
 from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
-from bookie.protocol import FrameDecoder, ProtocolError, Request, Response, decode_response, encode_request
+from bookie.client.local_bookie import LocalBookieConnection, local_bookie
+from bookie.protocol import (
+    FrameDecoder,
+    Op,
+    ProtocolError,
+    Request,
+    Response,
+    decode_response,
+    encode_frame,
+    encode_request,
+)
 
 __all__ = ["BookieConnection", "BookieConnectionPool", "Callback", "parse_bookie_id"]
 
@@ -32,6 +43,7 @@ _RECV_SIZE = 256 * 1024
 # Deadlines use the monotonic clock directly: trio.current_time() costs ~4x more per call and
 # send() is on the per-entry hot path.
 _now = time.monotonic
+_OP_ADD = int(Op.ADD)
 
 
 def parse_bookie_id(bookie_id: str) -> tuple[str, int]:
@@ -39,14 +51,6 @@ def parse_bookie_id(bookie_id: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ValueError(f"bookie id {bookie_id!r} is not host:port")
     return host, int(port)
-
-
-class _Outstanding:
-    __slots__ = ("callback", "deadline")
-
-    def __init__(self, callback: Callback, deadline: float) -> None:
-        self.callback = callback
-        self.deadline = deadline
 
 
 class BookieConnection:
@@ -58,7 +62,9 @@ class BookieConnection:
         self._nursery = nursery
         self._config = config
         self._on_failure = on_failure
-        self._pending: dict[int, _Outstanding] = {}
+        # request id -> (callback, deadline, sent at); a tuple is the cheapest record per request
+        self._pending: dict[int, tuple[Callback, float, float]] = {}
+        self._min_timeout = float("inf")  # lets the timeout scan stop early (see _timeouts)
         self._out: list[bytes] = []
         self._wake = trio.Event()
         self._next_id = 1
@@ -78,9 +84,31 @@ class BookieConnection:
         rid = self._next_id
         self._next_id = rid + 1
         req.request_id = rid
-        self._pending[rid] = _Outstanding(callback, _now() + timeout_s)
-        self._out.append(encode_request(req))
-        self._wake.set()
+        now = _now()
+        self._pending[rid] = (callback, now + timeout_s, now)
+        if timeout_s < self._min_timeout:
+            self._min_timeout = timeout_s
+        self._queue(encode_request(req))
+
+    def send_add(self, ledger_id: int, entry_id: int, flags: int, master_key: bytes, entry: bytes,
+                 callback: Callback, timeout_s: float) -> None:
+        """``send`` of an ADD request without building a Request (the per-entry hot path)."""
+        if self._closed:
+            callback(CLIENT_CONNECTION_LOST, None)
+            return
+        rid = self._next_id
+        self._next_id = rid + 1
+        now = _now()
+        self._pending[rid] = (callback, now + timeout_s, now)
+        if timeout_s < self._min_timeout:
+            self._min_timeout = timeout_s
+        self._queue(encode_frame([_OP_ADD, rid, ledger_id, entry_id, flags, master_key, -1, 0, -1, 0, 0], entry))
+
+    def _queue(self, frame: bytes) -> None:
+        out = self._out
+        out.append(frame)
+        if len(out) == 1:  # the writer may be idle; otherwise it is already due to take the list
+            self._wake.set()
         if not self._running:
             self._running = True
             self._nursery.start_soon(self._run)
@@ -96,13 +124,13 @@ class BookieConnection:
     def _fail_all(self, status: int) -> None:
         pending, self._pending = self._pending, {}
         self._out.clear()
-        for p in pending.values():
-            self._complete(p, status, None)
+        for callback, _deadline, _sent in pending.values():
+            self._complete(callback, status, None)
 
     @staticmethod
-    def _complete(p: _Outstanding, status: int, resp: Response | None) -> None:
+    def _complete(callback: Callback, status: int, resp: Response | None) -> None:
         try:
-            p.callback(status, resp)
+            callback(status, resp)
         except Exception:  # a bug in one op must not take the connection (and its peers) down
             log.exception("ledger client callback failed")
 
@@ -168,18 +196,30 @@ class BookieConnection:
                 resp = decode_response(frame)
                 p = pending.pop(resp.request_id, None)
                 if p is not None:  # else: it already timed out
-                    self._complete(p, int(resp.status), resp)
+                    try:  # (inlined _complete: once per reply)
+                        p[0](resp.status, resp)
+                    except Exception:
+                        log.exception("ledger client callback failed")
 
     async def _timeouts(self, _stream: trio.SocketStream) -> None:
         interval = self._config.timeout_monitor_interval_ms / 1000
         while True:
             await trio.sleep(interval)
             now = _now()
-            expired = [rid for rid, p in self._pending.items() if p.deadline <= now]
+            # Requests sit in send order (dict insertion order). Once one was sent less than the
+            # shortest timeout ago, no later one can have expired: stop there instead of
+            # scanning every outstanding add ten times a second.
+            recent = now - self._min_timeout
+            expired = []
+            for rid, p in self._pending.items():
+                if p[1] <= now:
+                    expired.append(rid)
+                elif p[2] > recent:
+                    break
             for rid in expired:
                 p = self._pending.pop(rid, None)
                 if p is not None:
-                    self._complete(p, CLIENT_TIMEOUT, None)
+                    self._complete(p[0], CLIENT_TIMEOUT, None)
 
 
 class BookieConnectionPool:
@@ -190,15 +230,20 @@ class BookieConnectionPool:
         self._nursery = nursery
         self._config = config
         self._on_failure = on_failure
-        self._conns: dict[str, BookieConnection] = {}
+        self._conns: dict[str, BookieConnection | LocalBookieConnection] = {}
         self._closed = False
 
-    def get(self, bookie_id: str) -> BookieConnection:
+    def get(self, bookie_id: str) -> BookieConnection | LocalBookieConnection:
         if self._closed:
             raise BKClientClosedError("the BookKeeper client is closed")
         conn = self._conns.get(bookie_id)
         if conn is None:
-            conn = self._conns[bookie_id] = BookieConnection(bookie_id, self._nursery, self._config, self._on_failure)
+            local = local_bookie(bookie_id)
+            if local is not None:  # standalone: the co-located bookie, reached without a socket
+                conn = LocalBookieConnection(bookie_id, local, self._nursery, self._config)
+            else:
+                conn = BookieConnection(bookie_id, self._nursery, self._config, self._on_failure)
+            self._conns[bookie_id] = conn
         return conn
 
     def send(self, bookie_id: str, req: Request, callback: Callback, timeout_s: float) -> None:

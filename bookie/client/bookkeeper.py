@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 import trio
 
-from bookie.client.bookie_connection import BookieConnectionPool, Callback
+from bookie.client.bookie_connection import BookieConnection, BookieConnectionPool, Callback
 from bookie.client.config import ClientConfig
 from bookie.client.errors import BKClientClosedError, BKError, BKNotEnoughBookiesError, BKUnauthorizedAccessError
 from bookie.client.ledger_handle import LedgerHandle
@@ -74,6 +74,12 @@ class BookKeeper:
         if self._pool is None or self._nursery is None:
             raise BKClientClosedError("the BookKeeper client is not open")
         self._pool.send(bookie_id, req, callback, timeout_s)
+
+    def connection(self, bookie_id: str) -> BookieConnection:
+        """The pooled connection to ``bookie_id`` (stays valid: it reconnects on its next send)."""
+        if self._pool is None or self._nursery is None:
+            raise BKClientClosedError("the BookKeeper client is not open")
+        return self._pool.get(bookie_id)
 
     @property
     def closed(self) -> bool:

@@ -4,6 +4,9 @@ Write path (BookKeeper's ``LedgerHandle`` + ``PendingAddOp``): entry ids are ass
 order; each entry is packed once (digest header with the current LAC piggybacked) and the same
 bytes go to the WQ bookies of its write set; an entry completes once AQ bookies acked it *and*
 every earlier entry completed, which advances the LAC. At most ``throttle`` adds are in flight.
+Per entry the hot path allocates one small record and one frame per bookie: acks are a bit
+mask and a counter, the window is a counter (a parking lot only when it is full), and the
+adding task is parked and rescheduled directly instead of waiting on an Event.
 
 A bookie that fails an add (error, timeout, lost connection; anything but FENCED or
 UNAUTHORIZED) triggers an *ensemble change*: it is replaced by another writable bookie, a new
@@ -18,6 +21,7 @@ The recovery op drives the same machinery with pre-packed entries and the RECOVE
 from __future__ import annotations
 
 import collections
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -37,9 +41,10 @@ from bookie.client.errors import (
 )
 from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.client.read_ops import PendingReadOp, long_poll_lac, read_lac
-from bookie.protocol import Flag, Op, Request, Status
+from bookie.protocol import Flag, Status
 
 if TYPE_CHECKING:
+    from bookie.client.bookie_connection import BookieConnection
     from bookie.client.bookkeeper import BookKeeper
 
 __all__ = ["LedgerHandle", "LedgerEntry"]
@@ -63,18 +68,37 @@ class LedgerEntry:
             other.ledger_id, other.entry_id, other.data)
 
 
+_OK = int(Status.OK)
+_FENCED = int(Status.FENCED)
+_UNAUTHORIZED = int(Status.UNAUTHORIZED)
+
+
 class _PendingAdd:
-    __slots__ = ("entry_id", "data", "length", "sent", "acked", "done", "error", "completed")
+    __slots__ = ("entry_id", "data", "length", "sent_to", "acked", "ack_count", "task", "error", "completed")
 
     def __init__(self, entry_id: int, data: bytes, length: int) -> None:
         self.entry_id = entry_id
         self.data = data  # packed once, shared by every bookie of the write set
         self.length = length  # cumulative ledger length including this entry
-        self.sent: dict[int, str] = {}  # ensemble index -> bookie the entry was sent to
-        self.acked: set[int] = set()
-        self.done = trio.Event()
+        # The ensemble (list) its write set was last sent to; None = not sent yet. A reply
+        # counts only if sent_to[idx] is still the bookie that sent it.
+        self.sent_to: list[str] | None = None
+        self.acked = 0  # bit mask of ensemble indices that acked
+        self.ack_count = 0
+        self.task: trio.lowlevel.Task | None = None  # the add_entry caller parked on it
         self.error: BKError | None = None
         self.completed = False
+
+    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        self.task = None  # the caller was cancelled; the add itself stays in flight
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def finish(self) -> None:
+        self.completed = True
+        task = self.task
+        if task is not None:
+            self.task = None
+            trio.lowlevel.reschedule(task)
 
 
 class LedgerHandle:
@@ -97,8 +121,16 @@ class LedgerHandle:
         self._next_entry_id = self._lac + 1
         self._pushed_length = self._length
         self._ensemble = list(md.last_ensemble)
+        self._write_sets = [write_set(i, md.ensemble_size, md.write_quorum_size) for i in range(md.ensemble_size)]
+        self._ack_quorum = md.ack_quorum_size
+        self._timeout_s = bk.config.add_entry_timeout_s
+        self._conns: dict[str, "BookieConnection"] = {}  # the pool's connections, looked up once
         self._pending: collections.deque[_PendingAdd] = collections.deque()
-        self._window = trio.Semaphore(max(1, bk.config.throttle))
+        # Window of adds in flight: a counter; callers park only when it is full, and a freed
+        # slot is handed straight to the oldest parked caller (ids stay in call order).
+        self._throttle = max(1, bk.config.throttle)
+        self._in_flight = 0
+        self._window_lot = trio.lowlevel.ParkingLot()
         self._failed_bookies: dict[int, str] = {}
         # Bookies that failed this handle are never chosen again as its replacements: that
         # bounds ensemble-change churn when bookies are down (then BKNotEnoughBookiesError).
@@ -144,22 +176,40 @@ class LedgerHandle:
     async def add_entry(self, data: bytes) -> int:
         """Append ``data``; returns its entry id once it and all earlier entries are AQ-acked."""
         self._check_writable()
-        try:
-            # No checkpoint before _push when the window has room: the entry id is taken
-            # synchronously, so ids follow call order (contract; the managed ledger relies on it).
-            self._window.acquire_nowait()
-        except trio.WouldBlock:
-            await self._window.acquire()
+        # No checkpoint before _push when the window has room: the entry id is taken
+        # synchronously, so ids follow call order (contract; the managed ledger relies on it).
+        if self._in_flight < self._throttle and not self._window_lot:
+            self._in_flight += 1
+        else:
+            await self._acquire_slot()
             try:
                 self._check_writable()
             except BKError:
-                self._window.release()
+                self._release_slots(1)
                 raise
         op = self._push(data)
-        await op.done.wait()
+        if op.completed:  # failed synchronously (client closed): still a checkpoint
+            await trio.lowlevel.checkpoint()
+        else:
+            op.task = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(op.abort)
         if op.error is not None:
             raise op.error
         return op.entry_id
+
+    async def _acquire_slot(self) -> None:
+        """Take a window slot, waiting (in arrival order) while ``throttle`` adds are in flight."""
+        if self._in_flight < self._throttle and not self._window_lot:
+            self._in_flight += 1
+            await trio.lowlevel.checkpoint()
+        else:
+            await self._window_lot.park()  # the releaser handed its slot over: no increment
+
+    def _release_slots(self, n: int) -> None:
+        lot = self._window_lot
+        if lot:
+            n -= len(lot.unpark(count=n))
+        self._in_flight -= n
 
     def _push(self, payload: bytes) -> _PendingAdd:
         eid = self._next_entry_id
@@ -179,28 +229,33 @@ class LedgerHandle:
     def _enqueue(self, op: _PendingAdd) -> _PendingAdd:
         self._pending.append(op)
         if not self._changing_ensemble:
-            md = self._md
-            for idx in write_set(op.entry_id, md.ensemble_size, md.write_quorum_size):
-                self._send_add(op, idx)
+            ensemble = self._ensemble
+            op.sent_to = ensemble
+            for idx in self._write_sets[op.entry_id % len(ensemble)]:
+                self._send_add(op, idx, ensemble[idx])
         return op
 
-    def _send_add(self, op: _PendingAdd, idx: int) -> None:
-        bookie = self._ensemble[idx]
-        op.sent[idx] = bookie
-        req = Request(Op.ADD, 0, self.ledger_id, op.entry_id, self._add_flags, self._master_key, op.data)
-        self._bk.send(bookie, req, lambda status, _resp: self._on_add_reply(op, idx, bookie, status),
-                      self._bk.config.add_entry_timeout_s)
+    def _send_add(self, op: _PendingAdd, idx: int, bookie: str) -> None:
+        conn = self._conns.get(bookie)
+        if conn is None:
+            conn = self._conns[bookie] = self._bk.connection(bookie)
+        # partial, not a lambda: the reply calls straight into _on_add_reply (no extra frame)
+        conn.send_add(self.ledger_id, op.entry_id, self._add_flags, self._master_key, op.data,
+                      partial(self._on_add_reply, op, idx, bookie), self._timeout_s)
 
-    def _on_add_reply(self, op: _PendingAdd, idx: int, bookie: str, status: int) -> None:
-        if op.completed or op.sent.get(idx) != bookie:
+    def _on_add_reply(self, op: _PendingAdd, idx: int, bookie: str, status: int, _resp: object = None) -> None:
+        if op.completed or op.sent_to[idx] != bookie:  # type: ignore[index]
             return  # already done, or this index was re-sent to a replacement meanwhile
-        if status == Status.OK:
-            op.acked.add(idx)
-            if len(op.acked) >= self._md.ack_quorum_size and op is self._pending[0]:
-                self._complete_in_order()
-        elif status == Status.FENCED:
+        if status == _OK:
+            bit = 1 << idx
+            if not op.acked & bit:
+                op.acked |= bit
+                op.ack_count += 1
+                if op.ack_count >= self._ack_quorum and op is self._pending[0]:
+                    self._complete_in_order()
+        elif status == _FENCED:
             self._fail(BKLedgerFencedError(f"ledger {self.ledger_id} was fenced by another client ({bookie})"))
-        elif status == Status.UNAUTHORIZED:
+        elif status == _UNAUTHORIZED:
             self._fail(BKUnauthorizedAccessError(f"bookie {bookie} refused the master key of ledger {self.ledger_id}"))
         else:
             self._bk.note_bookie_failure(bookie)
@@ -211,18 +266,18 @@ class LedgerHandle:
     def _complete_in_order(self) -> None:
         if self._changing_ensemble:
             return  # the new segment is keyed on LAC+1: keep LAC still until the change is in
-        aq = self._md.ack_quorum_size
+        aq = self._ack_quorum
         pending = self._pending
-        advanced = False
-        while pending and len(pending[0].acked) >= aq:
+        n = 0
+        op = None
+        while pending and pending[0].ack_count >= aq:
             op = pending.popleft()
-            op.completed = True
+            op.finish()
+            n += 1
+        if op is not None:
             self._lac = op.entry_id
             self._length = op.length
-            op.done.set()
-            self._window.release()
-            advanced = True
-        if advanced:
+            self._release_slots(n)
             self._lac_advanced.set()
             self._lac_advanced = trio.Event()
 
@@ -232,10 +287,10 @@ class LedgerHandle:
             self._error = error
         pending, self._pending = self._pending, collections.deque()
         for op in pending:
-            op.completed = True
             op.error = error
-            op.done.set()
-            self._window.release()
+            op.finish()
+        self._release_slots(len(pending))
+        # wake parked callers: they find the handle failed (and their slot handed over)
         self._lac_advanced.set()
 
     # -- ensemble change ---------------------------------------------------------------------
@@ -297,18 +352,23 @@ class LedgerHandle:
         self._ensemble = new_ensemble
 
     def _resend_to_replacements(self) -> None:
-        md = self._md
+        ensemble = self._ensemble
         for op in list(self._pending):
-            for idx in write_set(op.entry_id, md.ensemble_size, md.write_quorum_size):
-                if op.sent.get(idx) != self._ensemble[idx]:
-                    op.acked.discard(idx)
-                    self._send_add(op, idx)
+            old = op.sent_to
+            op.sent_to = ensemble
+            for idx in self._write_sets[op.entry_id % len(ensemble)]:
+                if old is None or old[idx] != ensemble[idx]:
+                    bit = 1 << idx
+                    if op.acked & bit:  # acked by the replaced bookie: the replacement must ack
+                        op.acked &= ~bit
+                        op.ack_count -= 1
+                    self._send_add(op, idx, ensemble[idx])
 
     # -- close ---------------------------------------------------------------------------------
 
     async def _drain(self) -> None:
         while self._pending and self._error is None:
-            await self._pending[-1].done.wait()
+            await self._lac_advanced.wait()
 
     async def close(self) -> None:
         """Wait for pending adds, then CAS the metadata to CLOSED at the LAC.

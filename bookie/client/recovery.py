@@ -150,7 +150,7 @@ class LedgerRecoveryOp:
             if handle._error is not None:
                 raise BKLedgerRecoveryError(f"ledger {self.ledger_id}: re-writing recovered entries failed: "
                                             f"{handle._error}") from handle._error
-            await handle._window.acquire()
+            await handle._acquire_slot()
             assert rr.data is not None
             handle._push_packed(eid, rr.data, rr.length)
             self.recovered_entries += 1
