@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import threading
 import time
 from array import array
@@ -98,10 +99,14 @@ class PerfStats:
 
 
 class Reporter:
-    """Prints one line (or refreshes a rich table) per interval from a daemon thread."""
+    """Prints one line (or refreshes a rich table) per interval from a daemon thread.
+
+    The live table needs a terminal on stderr; redirected to a file or pipe it would only be
+    drawn once at the end, so there the reporter prints plain lines instead."""
 
     def __init__(self, stats: PerfStats, label: str, progress: bool, interval_s: float = 1.0) -> None:
-        self._stats, self._label, self._progress, self._interval = stats, label, progress, interval_s
+        self._stats, self._label, self._interval = stats, label, interval_s
+        self._progress = progress and sys.stderr.isatty()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, daemon=True)
 
@@ -126,10 +131,11 @@ class Reporter:
             return
         from rich.console import Console
         from rich.live import Live
+        from rich.markup import escape
         from rich.table import Table
 
         def table(r: dict[str, Any]) -> Table:
-            t = Table(title=self._label)
+            t = Table(title=escape(self._label))  # "produce[quire]" is not markup
             for col in ("msg/s", "MB/s", "total", "errors", "p50 ms", "p95 ms", "p99 ms", "max ms"):
                 t.add_column(col, justify="right")
             lat = r["latency_ms"]

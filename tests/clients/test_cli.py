@@ -12,11 +12,14 @@ from tests.clients.conftest import Broker
 from tests.fixtures.processes import REPO_ROOT
 
 
+def _env(broker: Broker) -> dict[str, str]:
+    return {"QUIRE_SERVICE_URL": broker.url, "QUIRE_ADMIN_URL": broker.admin_url, "PYTHONPATH": str(REPO_ROOT),
+            "PATH": "/usr/bin:/bin"}
+
+
 def quire(broker: Broker, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {"QUIRE_SERVICE_URL": broker.url, "QUIRE_ADMIN_URL": broker.admin_url, "PYTHONPATH": str(REPO_ROOT),
-           "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO_ROOT)
+                          timeout=timeout, env=_env(broker), cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -38,6 +41,16 @@ def test_produce_consume_read(broker: Broker, tmp_path: Path) -> None:
     assert quire(broker, "read", topic, "--start", "latest").stdout == ""
 
 
+def test_produce_rate_limit(broker: Broker, client) -> None:  # type: ignore[no-untyped-def]
+    import clients
+
+    topic = f"persistent://public/default/cli-rate-{uuid.uuid4().hex[:8]}"
+    quire(broker, "produce", topic, "-m", "tick", "-n", "10", "-r", "20")
+    reader = client.create_reader(topic, clients.MessageId.earliest)
+    stamps = [reader.read_next(5000).publish_timestamp() for _ in range(10)]
+    assert stamps[-1] - stamps[0] >= 400  # 10 messages at 20/s span at least 9 intervals of 50 ms
+
+
 def test_perf_produce_and_consume(broker: Broker, tmp_path: Path) -> None:
     topic = f"cli-perf-{uuid.uuid4().hex[:8]}"
     out = tmp_path / "perf.json"
@@ -56,6 +69,43 @@ def test_perf_produce_and_consume(broker: Broker, tmp_path: Path) -> None:
     paced = quire(broker, "perf", "produce", topic, "-r", "200", "-m", "100", "-t", "0", "--no-progress")
     summary = json.loads(paced.stdout.strip().splitlines()[-1])
     assert summary["messages"] == 100 and summary["duration_s"] >= 0.45
+
+
+def test_perf_live_progress_on_a_terminal(broker: Broker) -> None:
+    import os
+    import pty
+    import select
+    import time
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "quire", "perf", "produce", f"cli-live-{uuid.uuid4().hex[:8]}",
+                             "-r", "400", "-m", "1000", "-t", "0", "-s", "10"],
+                            stdout=subprocess.PIPE, stderr=slave, env=_env(broker), cwd=REPO_ROOT)
+    os.close(slave)
+    screen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        stdout, _ = proc.communicate(timeout=30)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    text = screen.decode(errors="replace")
+    # 1000 messages at 400/s take >= 2.5 s: the table is drawn, then redrawn in place every second.
+    assert "produce[quire]" in text and text.count("msg/s") >= 3 and "\x1b[" in text
+    assert json.loads(stdout.decode().strip().splitlines()[-1])["messages"] == 1000
 
 
 def test_admin(broker: Broker) -> None:

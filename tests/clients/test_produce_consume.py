@@ -192,9 +192,11 @@ def test_seek_by_id_and_time(client, topic: str) -> None:  # type: ignore[no-unt
     consumer.seek(ids[2])
     assert [m.data() for m in drain(consumer)] == [b"2", b"3", b"4"]
     consumer.seek(pulsar.MessageId.earliest)
-    assert len(drain(consumer)) == 5
-    msgs = drain(consumer, 300)
-    assert msgs == []
+    msgs = drain(consumer)
+    assert len(msgs) == 5
+    consumer.seek(msgs[3].publish_timestamp())  # by publish time (ms): from the first at or after it
+    assert [m.data() for m in drain(consumer)] == [b"3", b"4"]
+    assert drain(consumer, 300) == []
 
 
 def test_reader(client, topic: str) -> None:  # type: ignore[no-untyped-def]
@@ -248,6 +250,14 @@ def test_unsubscribe_and_errors(client, topic: str) -> None:  # type: ignore[no-
         producer.send(b"y")
     with pytest.raises(pulsar.InvalidTopicName):
         client.create_producer("a/b")
+    for make in (lambda t: client.create_producer(t), lambda t: client.subscribe(t, "s")):
+        with pytest.raises(pulsar.TopicNotFound):  # its namespace does not exist
+            make(f"persistent://no-such-tenant/ns/{uuid.uuid4().hex[:6]}")
+    tiny = client.create_producer(topic, max_pending_messages=1, batching_enabled=False)
+    with pytest.raises(pulsar.ProducerQueueIsFull):  # block_if_queue_full is off by default
+        for _ in range(100):
+            tiny.send_async(b"z", None)
+    tiny.flush()
 
 
 def test_exclusive_producer_access_mode(client, topic: str) -> None:  # type: ignore[no-untyped-def]
@@ -362,3 +372,31 @@ def test_schema_objects_encode_and_decode(client, topic: str) -> None:  # type: 
     producer.send("héllo")
     msg = consumer.receive(5000)
     assert msg.value() == "héllo" and msg.data() == "héllo".encode()
+
+
+def test_failover_subscription(client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    producer = client.create_producer(topic, batching_enabled=False)
+    consumers = [client.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name=name)
+                 for name in ("a", "b")]
+    for i in range(4):
+        producer.send(b"%d" % i)
+    got = [drain(c, 1000) for c in consumers]
+    active = 0 if got[0] else 1
+    assert [m.data() for m in got[active]] == [b"0", b"1", b"2", b"3"] and got[1 - active] == []
+    consumers[active].close()  # the standby takes over
+    producer.send(b"4")
+    assert consumers[1 - active].receive(10000).data() == b"4"
+
+
+def test_delayed_delivery(client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic)
+    start = time.time()
+    producer.send(b"at", deliver_at=int(start * 1000) + 600)
+    producer.send(b"after", deliver_after=timedelta(milliseconds=600))
+    producer.send(b"now")
+    assert consumer.receive(5000).data() == b"now"
+    later = [consumer.receive(5000) for _ in range(2)]
+    assert sorted(m.data() for m in later) == [b"after", b"at"] and time.time() - start >= 0.55

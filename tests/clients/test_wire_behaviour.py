@@ -150,3 +150,42 @@ async def test_service_url_falls_through_dead_hosts(fake: FakeBroker) -> None:
         producer = await client.create_producer(TOPIC)
         await producer.send(b"x")
     assert len(fake.entries) == 1
+
+
+async def test_batches_close_by_count_bytes_and_delay(fake: FakeBroker) -> None:
+    async with AsyncClient(fake.url) as client:
+        by_count = await client.create_producer(TOPIC, batching_max_messages=5, batching_max_publish_delay_ms=60_000)
+        futures = [await by_count.send_async(b"c%d" % i) for i in range(12)]
+        with trio.fail_after(10):
+            for f in futures[:10]:  # two full batches went out without a flush or the timer
+                await f.wait()
+        assert not futures[10].done()
+        await by_count.flush()
+        assert [s.num_messages for s in fake.commands(T.SEND)] == [5, 5, 2]
+
+        by_bytes = await client.create_producer(TOPIC, batching_max_allowed_size_in_bytes=1000,
+                                                batching_max_publish_delay_ms=60_000)
+        futures = [await by_bytes.send_async(bytes(300)) for _ in range(7)]
+        await by_bytes.flush()
+        assert [s.num_messages for s in fake.commands(T.SEND)[3:]] == [3, 3, 1]  # 4 x 300 B > 1000 B
+
+        by_delay = await client.create_producer(TOPIC, batching_max_publish_delay_ms=50)
+        lone = await by_delay.send_async(b"lone")
+        with trio.fail_after(10):
+            assert (await lone.wait()).batch_index() == 0  # the timer sent it: no flush, no send()
+        assert fake.commands(T.SEND)[-1].num_messages == 1
+
+
+async def test_send_timeout_fails_pending_sends(fake: FakeBroker) -> None:
+    from clients import Timeout
+
+    fake.hold_receipts = True
+    async with AsyncClient(fake.url) as client:
+        producer = await client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=300)
+        futures = [await producer.send_async(b"%d" % i) for i in range(3)]
+        with trio.fail_after(10):
+            for f in futures:
+                with pytest.raises(Timeout):
+                    await f.wait()
+            with pytest.raises(Timeout):
+                await producer.send(b"late")
