@@ -69,6 +69,9 @@ class PersistentTopic:
         self.close_done = trio.Event()
         self.fenced = False
         self._last_entry: tuple[Position, bytes] | None = None
+        # Durable subscriptions are created one at a time: two concurrent opens of the same
+        # cursor would both write its node, and the second would look like a takeover.
+        self._subscription_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._scope: trio.CancelScope | None = None
         self.msg_in = 0
@@ -305,10 +308,11 @@ class PersistentTopic:
         if durable:
             sub = self.subscriptions.get(sub_name)
             if sub is None or sub.closed:
-                cursor = await self.ml.open_cursor(sub_name, initial_position=initial_position)
-                sub = self.subscriptions.get(sub_name)
-                if sub is None or sub.closed:
-                    sub = await self._start_subscription(Subscription(self, sub_name, cursor, True))
+                async with self._subscription_lock:
+                    sub = self.subscriptions.get(sub_name)
+                    if sub is None or sub.closed:
+                        cursor = await self.ml.open_cursor(sub_name, initial_position=initial_position)
+                        sub = await self._start_subscription(Subscription(self, sub_name, cursor, True))
         else:
             sub = self.subscriptions.get(sub_name)
             if sub is not None and not sub.durable and not sub.consumers and not sub.closed:
@@ -331,10 +335,11 @@ class PersistentTopic:
 
     async def create_subscription(self, name: str, start: Position) -> Subscription:
         """Admin: create a durable subscription positioned at ``start`` (EARLIEST/LATEST/id)."""
-        if name in self.subscriptions:
-            raise ConflictError(f"Subscription {name} already exists")
-        cursor = await self.ml.open_cursor(name, initial_position="earliest" if start == EARLIEST else "latest")
-        sub = await self._start_subscription(Subscription(self, name, cursor, True))
+        async with self._subscription_lock:
+            if name in self.subscriptions:
+                raise ConflictError(f"Subscription {name} already exists")
+            cursor = await self.ml.open_cursor(name, initial_position="earliest" if start == EARLIEST else "latest")
+            sub = await self._start_subscription(Subscription(self, name, cursor, True))
         if start not in (EARLIEST, LATEST):
             await sub.reset(start)
         return sub

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 import threading
+import time
+from typing import Any
 
 import pulsar
 import pytest
@@ -22,19 +24,36 @@ async def test_no_message_lost_under_nacks_and_churn(broker: BrokerService, kind
     def work() -> None:
         client = client_for(broker)
         acked: set[bytes] = set()
+        errors: list[BaseException] = []  # a thread's exception must fail the test, not just warn
         lock = threading.Lock()
+        all_acked = threading.Event()
         rng = random.Random(7)
         try:
+            def guarded(fn: Any) -> Any:
+                def run(*args: Any) -> None:
+                    try:
+                        fn(*args)
+                    except BaseException as exc:
+                        errors.append(exc)
+                return run
+
+            @guarded
             def consume(name: str, stop_after: int | None) -> None:
                 # batch-index acks: a redelivered batch carries only its unacked messages
                 c = client.subscribe(topic, "s", consumer_type=kind, consumer_name=name, batch_index_ack_enabled=True,
                                      negative_ack_redelivery_delay_ms=50, receiver_queue_size=50)
                 seen = 0
-                while True:
+                idle_since = time.monotonic()
+                # Stop once everything is acked; a long silence (20 s) is a failure, not a
+                # stall of a loaded machine.
+                while not all_acked.is_set():
                     try:
-                        m = c.receive(timeout_millis=3000)
+                        m = c.receive(timeout_millis=200)
                     except pulsar.Timeout:
-                        break
+                        if time.monotonic() - idle_since > 20:
+                            break
+                        continue
+                    idle_since = time.monotonic()
                     seen += 1
                     if stop_after is not None and seen >= stop_after:
                         c.close()  # unacked messages go to the others
@@ -45,12 +64,15 @@ async def test_no_message_lost_under_nacks_and_churn(broker: BrokerService, kind
                     c.acknowledge(m)
                     with lock:
                         acked.add(m.data())
+                        if len(acked) == len(expected):
+                            all_acked.set()
                 c.close()
 
             consumers = [threading.Thread(target=consume, args=(f"c{i}", 40 if i == 0 else None)) for i in range(3)]
             for t in consumers:
                 t.start()
 
+            @guarded
             def produce(p: int) -> None:
                 prod = client.create_producer(topic, batching_enabled=p % 2 == 0, batching_max_publish_delay_ms=5)
                 for i in range(per_producer):
@@ -62,6 +84,7 @@ async def test_no_message_lost_under_nacks_and_churn(broker: BrokerService, kind
                 t.start()
             for t in producers + consumers:
                 t.join(60)
+            assert not errors, errors
             assert acked == expected
         finally:
             client.close()
