@@ -8,6 +8,7 @@ import pytest
 
 from bookie.client import BKNotEnoughBookiesError, BookKeeper, ClientConfig
 from bookie.client.placement import RandomPlacementPolicy, load_policy
+from bookie.protocol import Status
 from tests.ledger_client.conftest import fast_config
 
 
@@ -48,6 +49,20 @@ async def test_discovery_skips_readonly_and_policy_is_pluggable(store, cluster):
         assert list(lh.metadata.last_ensemble) == sorted(lh.metadata.last_ensemble)
         with pytest.raises(BKNotEnoughBookiesError):
             await bk.create_ledger(4, 2, 2)
+
+
+async def test_failed_bookies_are_kept_out_of_new_ensembles(store, cluster):
+    """A bookie that failed an add (known bad, quarantined) is not chosen for new ledgers or
+    replacements while enough healthy bookies exist."""
+    await cluster.add_bookie()
+    async with BookKeeper(store, fast_config()) as bk:
+        lh = await bk.create_ledger(3, 3, 3)
+        bad = lh.metadata.last_ensemble[0]
+        cluster[bad].faults.add_status = Status.IO
+        assert await lh.add_entry(b"x") == 0  # completes after an ensemble change away from it
+        assert bad not in lh.metadata.last_ensemble and bad in bk.quarantined()
+        for _ in range(10):  # 4 bookies, 3 per ensemble: chance alone would pick it 3 times in 4
+            assert bad not in (await bk.create_ledger(3, 2, 2)).metadata.last_ensemble
 
 
 def test_load_policy_errors():

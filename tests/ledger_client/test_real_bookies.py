@@ -100,3 +100,61 @@ async def test_fencing_and_durability_across_sigkill(zk_store, zk_url, quire_pro
         with pytest.raises(BKLedgerFencedError):
             for _ in range(3):
                 await w.add_entry(b"stale")
+
+
+async def test_tailing_reader_then_recovery_fences_a_live_writer(zk_store, zk_url, quire_procs, tmp_path):
+    """A reader opened without recovery reads up to the LAC and long-polls it forward while the
+    writer streams; then a recovering client fences the ledger under the still-running writer:
+    the writer's adds fail FENCED, and the recovered end keeps every entry acknowledged to it."""
+    await start_bookies(quire_procs, zk_url, tmp_path, 3, zk_store)
+    acked: dict[int, bytes] = {}
+    submitted: set[bytes] = set()
+    writer_error: list[BaseException] = []
+    store2 = await metadata.open_store(zk_url)
+    try:
+        async with BookKeeper(zk_store, _config()) as bk, BookKeeper(store2, _config()) as bk2:
+            w = await bk.create_ledger(3, 2, 2, password=b"pw")
+
+            async def stream(worker: int) -> None:
+                i = 0
+                while True:
+                    data = b"w%d-%d-" % (worker, i) + b"y" * 100
+                    submitted.add(data)
+                    i += 1
+                    try:
+                        acked[await w.add_entry(data)] = data
+                    except BKLedgerFencedError as exc:
+                        writer_error.append(exc)
+                        return
+
+            async with trio.open_nursery() as n:
+                for k in range(16):
+                    n.start_soon(stream, k)
+                while w.last_add_confirmed < 200:
+                    await trio.sleep(0.01)
+                reader = await bk2.open_ledger(w.ledger_id, password=b"pw", recovery=False)
+                assert not reader.is_closed and reader.last_add_confirmed >= 0
+                lac = reader.last_add_confirmed
+                seen = await reader.read(0, lac)  # up to the LAC, while the writer keeps going
+                assert [e.entry_id for e in seen] == list(range(lac + 1))
+                newer = await reader.wait_for_last_add_confirmed(lac, timeout_s=10)
+                assert newer > lac  # long poll: the bookies learnt a later LAC from new adds
+                # now another client takes the ledger over while the writer is mid-stream
+                rh = await bk2.open_ledger(w.ledger_id, password=b"pw", recovery=True)
+                with trio.fail_after(20):
+                    while len(writer_error) < 16:
+                        await trio.sleep(0.01)
+            assert all(isinstance(e, BKLedgerFencedError) for e in writer_error)
+            with pytest.raises(BKLedgerFencedError):
+                await w.add_entry(b"stale writer")
+            last = rh.last_add_confirmed
+            assert rh.is_closed and last >= max(acked)
+            entries = await rh.read(0, last)
+            assert [e.entry_id for e in entries] == list(range(last + 1))
+            for e in entries:
+                assert e.data == acked[e.entry_id] if e.entry_id in acked else e.data in submitted
+            assert [e.data for e in seen] == [acked[i] for i in range(lac + 1)]
+            md = await bk2.get_ledger_metadata(w.ledger_id)
+            assert md.state is LedgerState.CLOSED and md.last_entry_id == last
+    finally:
+        await store2.close()
