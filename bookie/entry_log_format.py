@@ -36,6 +36,12 @@ _REC = struct.Struct(">IIQq")
 _IDS = struct.Struct(">Qq")
 _PAIR = struct.Struct(">QQ")
 _LOCATION = struct.Struct(">QQI")
+# For writers that build many records in a loop (the checkpoint): the record header is
+# RECORD_HEADER.pack(16 + len(data), crc32c(data, crc32c(IDS.pack(ledger, entry))), ledger, entry)
+# and an encoded location is LOCATION.pack(log_id, offset, record length).
+RECORD_HEADER = _REC
+IDS = _IDS
+LOCATION = _LOCATION
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 
 

@@ -13,6 +13,8 @@ import os
 import threading
 from pathlib import Path
 
+from crc32c import crc32c
+
 from bookie import entry_log_format as elf
 from bookie.entry_log_format import Location, LogHeader
 from bookie.errors import BookieIOError, FormatError
@@ -91,32 +93,45 @@ class EntryLogger:
 
     # --- writes (checkpoint thread) --------------------------------------------------------
 
-    def add_entries(self, entries: list[tuple[int, int, bytes]]) -> list[Location]:
-        """Append (ledger, entry, data) records in order; their locations (not yet durable)."""
-        locations: list[Location] = []
+    def add_entries(self, entries: list[tuple[int, int, bytes]]) -> list[bytes]:
+        """Append (ledger, entry, data) records in order; returns their encoded locations
+        (:func:`~bookie.entry_log_format.decode_location`), not yet durable until flush()."""
+        locations: list[bytes] = []
         buf: list[bytes] = []
-        buf_start = self._position
+        pos = self._position
         buf_len = 0
+        limit = self.log_size_limit
+        log_id = self.log_id
+        ledger_bytes = self._ledger_bytes
+        # One tight loop per checkpoint: locals only, no per-record helper calls or objects.
+        pack_ids, pack_head, pack_loc = elf.IDS.pack, elf.RECORD_HEADER.pack, elf.LOCATION.pack
         for ledger_id, entry_id, data in entries:
-            head = elf.encode_record_header(ledger_id, entry_id, data)
-            n = len(head) + len(data)
-            if self._position + n > self.log_size_limit and self._position > elf.HEADER_SIZE:
-                self._write(buf, buf_start)
+            n = len(data) + elf.RECORD_HEADER_SIZE
+            if pos + n > limit and pos > elf.HEADER_SIZE:
+                self._position = pos
+                self._write(buf, pos - buf_len)
                 buf, buf_len = [], 0
-                self._finish_log()
-                self._create_log(self.log_id + 1)
-                buf_start = self._position
-            locations.append(Location(self.log_id, self._position, n))
-            buf.append(head)
+                ledger_bytes = self._rotate()
+                pos = self._position
+                log_id = self.log_id
+            buf.append(pack_head(n - 8, crc32c(data, crc32c(pack_ids(ledger_id, entry_id))), ledger_id, entry_id))
             buf.append(data)
+            locations.append(pack_loc(log_id, pos, n))
+            pos += n
             buf_len += n
-            self._position += n
-            self._ledger_bytes[ledger_id] = self._ledger_bytes.get(ledger_id, 0) + n
+            ledger_bytes[ledger_id] = ledger_bytes.get(ledger_id, 0) + n
             if buf_len >= _WRITE_CHUNK:
-                self._write(buf, buf_start)
-                buf, buf_len, buf_start = [], 0, self._position
-        self._write(buf, buf_start)
+                self._write(buf, pos - buf_len)
+                buf, buf_len = [], 0
+        self._position = pos
+        self._write(buf, pos - buf_len)
         return locations
+
+    def _rotate(self) -> dict[int, int]:
+        """Finish the current log and start the next; returns the new log's ledger sizes."""
+        self._finish_log()
+        self._create_log(self.log_id + 1)
+        return self._ledger_bytes
 
     def _write(self, buf: list[bytes], offset: int) -> None:
         if not buf:

@@ -1,6 +1,7 @@
 """The journal: append records, group-commit them with one write + one fdatasync per group.
 
-Callers append synchronously (no await, no task per entry) with a completion callback; the
+Callers append synchronously (no await, no task per entry) with a completion callback, or
+(adds) with an ack token that ``on_durable`` receives together with the rest of its group; the
 writer task (:meth:`Journal.run`, owned by the bookie's nursery) gathers everything pending
 into a group, waiting at most ``journal_max_group_wait_ms`` after the group's first record
 unless ``journal_buffered_writes_threshold`` bytes are already buffered (or immediately with
@@ -67,8 +68,12 @@ class Journal:
         self.config = config
         self.metrics = metrics
         self.current_dir = Path(config.journal_directory) / "current"
-        self._pending: list[bytes] = []
-        self._pending_cbs: list[Callback | None] = []
+        self._pending: list[bytes] = []  # record prefix, payload, prefix, payload, ...
+        self._pending_cbs: list[Callback] = []
+        self._pending_acks: list[object] = []
+        # Receives the ack tokens of each durable (or failed) group in one call: per-group,
+        # not per-record, work for the hot path (see append_ack).
+        self.on_durable: Callable[[list, BaseException | None], None] = lambda tokens, err: None
         self._pending_bytes = 0
         self._pending_since = 0.0
         self._wakeup = trio.Event()
@@ -82,7 +87,7 @@ class Journal:
         # Position of the last fsynced byte: what a checkpoint may use as its LogMark.
         self.durable_mark = LogMark()
         self._max_bytes_pending = config.journal_max_memory_size_mb * MB
-        self._max_records_pending = config.journal_queue_size
+        self._max_bufs_pending = 2 * config.journal_queue_size  # two buffers per record
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -125,7 +130,7 @@ class Journal:
     @property
     def congested(self) -> bool:
         """True while the pending group is over its bounds: callers await wait_for_space()."""
-        return len(self._pending_cbs) >= self._max_records_pending or self._pending_bytes >= self._max_bytes_pending
+        return len(self._pending) >= self._max_bufs_pending or self._pending_bytes >= self._max_bytes_pending
 
     async def wait_for_space(self) -> None:
         while self.congested and not self._closed:
@@ -146,7 +151,26 @@ class Journal:
             self._wakeup.set()
         self._pending.append(prefix)
         self._pending.append(payload)
-        self._pending_cbs.append(callback)
+        if callback is not None:
+            self._pending_cbs.append(callback)
+        self._pending_bytes += n + 8
+        if self._pending_bytes >= self._threshold:
+            self._full.set()
+
+    def append_ack(self, payload: bytes, token: object) -> None:
+        """Queue one record whose durability is reported through ``on_durable``: the tokens
+        of a whole group are handed over in one call after its fsync (the add hot path)."""
+        if self._failed is not None:
+            self.on_durable([token], self._failed)
+            return
+        n = len(payload)
+        pending = self._pending
+        if not pending:
+            self._pending_since = time.monotonic()
+            self._wakeup.set()
+        pending.append(_RECORD_PREFIX.pack(n, crc32c(payload, crc32c(_LEN.pack(n)))))
+        pending.append(payload)
+        self._pending_acks.append(token)
         self._pending_bytes += n + 8
         if self._pending_bytes >= self._threshold:
             self._full.set()
@@ -216,8 +240,8 @@ class Journal:
                     await self._flush_group(True)
 
     async def _flush_group(self, sync: bool) -> None:
-        bufs, cbs, nbytes = self._pending, self._pending_cbs, self._pending_bytes
-        self._pending, self._pending_cbs, self._pending_bytes = [], [], 0
+        bufs, cbs, acks, nbytes = self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes
+        self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes = [], [], [], 0
         # Fresh events: appends made while this group is written signal the next group.
         self._wakeup, self._full = trio.Event(), trio.Event()
         self._space.set()
@@ -232,11 +256,15 @@ class Journal:
             if sync:
                 self.durable_mark = mark
                 self.metrics.journal_sync_seconds.observe(time.perf_counter() - t0)
-        self.metrics.journal_group_entries.observe(len(cbs))
+        self.metrics.journal_group_entries.observe(len(bufs) // 2)
         self.metrics.journal_group_bytes.observe(nbytes)
+        if acks:
+            try:
+                self.on_durable(acks, err)
+            except Exception:  # a reply bug must not stop the journal (and every later add)
+                log.exception("journal completion handler failed")
         for cb in cbs:
-            if cb is not None:
-                cb(err)
+            cb(err)
 
     def _write_group(self, bufs: list, sync: bool) -> LogMark:
         """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""

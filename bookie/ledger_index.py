@@ -69,9 +69,15 @@ class EntryLocationIndex:
 
     def put_batch(self, items: list[tuple[int, int, Location]]) -> None:
         """Write many locations in one synced batch."""
+        self.put_encoded([(l, e, None) for l, e, _ in items], [encode_location(loc) for _, _, loc in items])
+
+    def put_encoded(self, entries: list[tuple[int, int, object]], locations: list[bytes]) -> None:
+        """Write the already-encoded locations of ``entries`` ((ledger, entry, ...) tuples, as
+        the checkpoint has them) in one synced batch."""
         wb = WriteBatch(raw_mode=True)
-        for ledger_id, entry_id, loc in items:
-            wb.put(_LOC_KEY.pack(ledger_id, entry_id), encode_location(loc))
+        put, key = wb.put, _LOC_KEY.pack
+        for (ledger_id, entry_id, _), value in zip(entries, locations):
+            put(key(ledger_id, entry_id), value)
         self._db.write(wb, self._sync)
 
     def last_entry(self, ledger_id: int) -> int:

@@ -313,18 +313,21 @@ class LedgerStorage:
     def _flush_half(self, half: WriteCacheHalf, dirty: dict[int, LedgerState]) -> None:
         """Worker thread: entry logs (fsynced) then locations then ledger states, per dir."""
         n = len(self.dirs)
-        per_dir: list[list[tuple[int, int, bytes]]] = [[] for _ in range(n)]
-        for item in half.sorted_entries():
-            per_dir[item[0] % n].append(item)
+        entries = half.sorted_entries()
+        if n == 1:
+            per_dir = [entries]
+        else:
+            per_dir = [[] for _ in range(n)]
+            for item in entries:
+                per_dir[item[0] % n].append(item)
         try:
             located = []
             for d, items in zip(self.dirs, per_dir):
-                locs = d.entry_logger.add_entries(items) if items else []
+                located.append(d.entry_logger.add_entries(items) if items else [])
                 d.entry_logger.flush()
-                located.append([(l, e, loc) for (l, e, _), loc in zip(items, locs)])
-            for d, items in zip(self.dirs, located):
+            for d, items, locations in zip(self.dirs, per_dir, located):
                 if items:
-                    d.locations.put_batch(items)
+                    d.locations.put_encoded(items, locations)
             for i, d in enumerate(self.dirs):
                 states = {lid: st for lid, st in dirty.items() if lid % n == i}
                 d.ledgers.put_batch(states)

@@ -129,6 +129,7 @@ class Response:
 
 
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+_unpackb = msgpack.unpackb  # defaults: arrays as lists, str as str, strict map keys
 
 
 def encode_frame(header: list, body: bytes | bytearray | memoryview = b"") -> bytes:
@@ -213,6 +214,7 @@ class FrameDecoder:
         pos = 0
         unpack_from = _U32.unpack_from
         limit = self.max_frame_size
+        direct = type(src) is bytes
         view = memoryview(src)
         try:
             while n - pos >= 4:
@@ -225,7 +227,8 @@ class FrameDecoder:
                 end = pos + 4 + size
                 if end > n:
                     break
-                frames.append(view[pos + 4 : end].tobytes())  # one copy per frame
+                # one copy per frame (slicing bytes directly is cheaper than view + tobytes)
+                frames.append(src[pos + 4 : end] if direct else view[pos + 4 : end].tobytes())
                 pos = end
             rest = view[pos:].tobytes() if pos < n and src is not buf else b""
         finally:
@@ -268,14 +271,28 @@ _U64_MAX = (1 << 64) - 1
 
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """A Request from one frame; ProtocolError on anything malformed."""
-    h, body = _split(frame)
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    # Hot path (every add): bytes slicing and positional unpacking, no memoryviews.
+    n = len(frame)
+    if n < 4:
+        raise ProtocolError("frame shorter than its header length field")
+    end = 4 + _U32.unpack_from(frame, 0)[0]
+    if end > n:
+        raise ProtocolError(f"header length {end - 4} exceeds frame size {n}")
+    try:
+        h = _unpackb(frame[4:end])
+    except Exception as exc:  # msgpack raises a zoo of types on garbage
+        raise ProtocolError(f"undecodable header: {exc}") from None
+    if type(h) is not list:
+        raise ProtocolError("header is not an array")
     if len(h) != 11:
         raise ProtocolError(f"request header has {len(h)} fields, expected 11")
     op = _OPS.get(h[0]) if type(h[0]) is int else None
     if op is None:
         raise ProtocolError(f"unknown op {h[0]!r}")
     _, rid, lid, eid, flags, mk, plac, tmo, leid, mxe, mxb = h
-    # Hot path: one chained check for the common case; the slow path names the bad field.
+    # One chained check for the common case; the slow path names the bad field.
     if (
         type(rid) is int and type(lid) is int and type(eid) is int and type(flags) is int and type(mk) is bytes
         and type(plac) is int and type(tmo) is int and type(leid) is int and type(mxe) is int and type(mxb) is int
@@ -283,7 +300,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         and 0 <= flags <= _ALL_FLAGS and _I64_MIN <= plac <= _I64_MAX and 0 <= tmo <= _U32_MAX
         and _I64_MIN <= leid <= _I64_MAX and 0 <= mxe <= _U32_MAX and 0 <= mxb <= _U64_MAX
     ):
-        return Request(op, rid, lid, eid, flags, mk, bytes(body), plac, tmo, leid, mxe, mxb)
+        return Request(op, rid, lid, eid, flags, mk, frame[end:], plac, tmo, leid, mxe, mxb)
     if type(mk) is not bytes:
         raise ProtocolError("master_key is not bytes")
     return Request(
@@ -293,7 +310,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         _int(h[3], _I64_MIN, _I64_MAX, "entry_id"),
         _int(h[4], 0, _ALL_FLAGS, "flags"),
         mk,
-        bytes(body),
+        frame[end:],
         _int(h[6], _I64_MIN, _I64_MAX, "previous_lac"),
         _int(h[7], 0, _U32_MAX, "timeout_ms"),
         _int(h[8], _I64_MIN, _I64_MAX, "last_entry_id"),

@@ -46,6 +46,16 @@ class Connection:
         if self.pending < self.max_pending:
             self._room.set()
 
+    def send_many(self, buffers: list[bytes], count: int) -> None:
+        """Queue ``count`` replies at once (a journal group's acks for this connection)."""
+        self.pending -= count
+        if self.closed:
+            return
+        self._out += buffers
+        self._out_ready.set()
+        if self.pending < self.max_pending:
+            self._room.set()
+
     @property
     def has_output(self) -> bool:
         return bool(self._out)

@@ -22,7 +22,7 @@ def test_entry_log_rotation_writes_ledgers_map(tmp_path: Path) -> None:
     logger = EntryLogger(tmp_path, log_size_limit=64 * 1024)
     logger.open()
     items = [(l, e, b"%d:%d:" % (l, e) + bytes(3000)) for e in range(20) for l in (1, 2, 3)]
-    locs = logger.add_entries(items)
+    locs = [elf.decode_location(v) for v in logger.add_entries(items)]
     logger.flush()
     ids = list_log_ids(tmp_path)
     assert len(ids) >= 2
