@@ -1,14 +1,14 @@
 """The entry cache: recently added entries, shared by all managed ledgers of a process.
 
-Tailing cursors read what was just written from here and never touch the bookies. The
-manager bounds the total bytes: past the budget the oldest inserted entries (of any
-managed ledger) go first. A managed ledger also invalidates what every active cursor has
-already read, and whole ledgers when they are trimmed. Pure data structure (no trio).
+Tailing cursors read what was just written from here and never touch the bookies. A
+managed ledger invalidates what every active cursor has already read, and whole ledgers
+when they are trimmed. The manager bounds the total bytes like Pulsar's
+EntryCacheDefaultEvictionPolicy: past the budget, the largest caches give up their oldest
+entries until the total is back under ``eviction_watermark`` x budget (eviction runs in
+batches, so an insert costs a dict store and a few counters). Pure data structure (no trio).
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from managed_ledger.position import Entry, Position
 
@@ -16,12 +16,11 @@ from managed_ledger.position import Entry, Position
 class EntryCacheManager:
     """Process-wide byte budget over the per-managed-ledger caches."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, eviction_watermark: float = 0.9) -> None:
         self.max_bytes = max_bytes
+        self.eviction_watermark = eviction_watermark
         self.size = 0
-        self.count = 0
-        # insertion order across all caches; items may be stale (already invalidated)
-        self._fifo: deque[tuple["EntryCache", int, int]] = deque()
+        self._non_empty: dict["EntryCache", None] = {}  # caches holding entries (ordered set)
         self.hits = 0
         self.misses = 0
         self.evictions = 0
@@ -29,29 +28,33 @@ class EntryCacheManager:
     def cache_for(self, name: str) -> "EntryCache":
         return EntryCache(self, name)
 
+    @property
+    def count(self) -> int:
+        return sum(c.count for c in self._non_empty)
+
+    def _over_budget(self, cache: "EntryCache", position: Position, size: int) -> None:
+        if size > self.max_bytes:  # never cache an entry larger than the whole budget
+            entries = cache._ledgers[position[0]]
+            del entries[position[1]]
+            if not entries:
+                del cache._ledgers[position[0]]
+            cache._removed(size)
+        if self.size > self.max_bytes:
+            self._evict()
+
     def _evict(self) -> None:
-        """Over budget: drop the oldest entries of any cache."""
-        while self.size > self.max_bytes and self._fifo:
-            c, l, e = self._fifo.popleft()
-            if c._remove(l, e):
-                self.evictions += 1
-        self._compact()
-
-    def _removed(self, size: int) -> None:
-        self.size -= size
-        self.count -= 1
-
-    def _compact(self) -> None:
-        fifo = self._fifo
-        # Drop stale items at the head; rebuild if stale items pile up behind a live one.
-        while fifo and not fifo[0][0]._has(fifo[0][1], fifo[0][2]):
-            fifo.popleft()
-        if len(fifo) > 2 * self.count + 1024:
-            self._fifo = deque(item for item in fifo if item[0]._has(item[1], item[2]))
+        """Over budget: the largest caches drop their oldest entries down to the watermark."""
+        target = int(self.max_bytes * self.eviction_watermark)
+        for cache in sorted(self._non_empty, key=lambda c: c.size, reverse=True):
+            if self.size <= target:
+                break
+            self.evictions += cache._evict_oldest(self.size - target)
 
 
 class EntryCache:
-    """One managed ledger's slice of the cache: ledger id -> entry id -> bytes."""
+    """One managed ledger's slice of the cache: ledger id -> entry id -> bytes (each
+    ledger's dict in insertion order, which is entry order for added entries; a ledger
+    without entries has no dict)."""
 
     def __init__(self, manager: EntryCacheManager, name: str) -> None:
         self.manager = manager
@@ -59,41 +62,60 @@ class EntryCache:
         self._ledgers: dict[int, dict[int, bytes]] = {}
         self.size = 0
 
-    def _has(self, ledger_id: int, entry_id: int) -> bool:
-        entries = self._ledgers.get(ledger_id)
-        return entries is not None and entry_id in entries
+    @property
+    def count(self) -> int:
+        return sum(len(entries) for entries in self._ledgers.values())
 
-    def _remove(self, ledger_id: int, entry_id: int) -> bool:
-        entries = self._ledgers.get(ledger_id)
-        if entries is None:
-            return False
-        data = entries.pop(entry_id, None)
-        if data is None:
-            return False
-        if not entries:
-            del self._ledgers[ledger_id]
-        self.size -= len(data)
-        self.manager._removed(len(data))
-        return True
+    def _removed(self, size: int) -> None:
+        """Bytes left the cache (their ledger dicts are already updated)."""
+        self.size -= size
+        self.manager.size -= size
+        if not self._ledgers:
+            self.manager._non_empty.pop(self, None)
 
     def insert(self, position: Position, data: bytes) -> None:
-        size = len(data)
-        manager = self.manager
-        if size > manager.max_bytes:
-            return
         ledger_id, entry_id = position
         entries = self._ledgers.get(ledger_id)
-        if entries is None:
-            entries = self._ledgers[ledger_id] = {}
-        elif entry_id in entries:
+        if entries is not None and entry_id in entries:
             return
-        entries[entry_id] = data
+        self.insert_new(position, data)
+
+    def insert_new(self, position: Position, data: bytes) -> None:
+        """`insert` for a position just added (never cached yet): the add hot path, so
+        only a dict store and two counters unless a ledger starts or the budget is hit."""
+        entries = self._ledgers.get(position[0])
+        if entries is None:
+            entries = self._ledgers[position[0]] = {}
+            self.manager._non_empty[self] = None
+        entries[position[1]] = data
+        size = len(data)
         self.size += size
+        manager = self.manager
         manager.size += size
-        manager.count += 1
-        manager._fifo.append((self, ledger_id, entry_id))
-        if manager.size > manager.max_bytes or len(manager._fifo) > 2 * manager.count + 1024:
-            manager._evict()
+        if manager.size > manager.max_bytes:
+            manager._over_budget(self, position, size)
+
+    def _evict_oldest(self, nbytes: int) -> int:
+        """Drop the oldest entries (lowest ledger, then entry) until `nbytes` are freed;
+        returns how many entries went."""
+        freed = dropped = 0
+        for ledger_id in sorted(self._ledgers):
+            entries = self._ledgers[ledger_id]
+            doomed = []
+            # one pass over the keys (repeated next(iter()) after front pops is quadratic)
+            for entry_id, data in entries.items():
+                if freed >= nbytes:
+                    break
+                doomed.append(entry_id)
+                freed += len(data)
+            for entry_id in doomed:
+                del entries[entry_id]
+            dropped += len(doomed)
+            if entries:
+                break
+            del self._ledgers[ledger_id]
+        self._removed(freed)
+        return dropped
 
     def get_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
         """The cached entries first, first+1, ... up to last, stopping at the first miss."""
@@ -117,20 +139,22 @@ class EntryCache:
             self.invalidate_ledger(ledger_id)
         entries = self._ledgers.get(position.ledger_id)
         if entries:
-            # dicts keep insertion order, which is entry order: pop from the front
-            for entry_id in list(entries):
+            # dicts keep insertion order, which is entry order: the doomed ones lead
+            doomed = []
+            for entry_id in entries:
                 if entry_id >= position.entry_id:
                     break
-                self._remove(position.ledger_id, entry_id)
-        self.manager._compact()
+                doomed.append(entry_id)
+            if doomed:
+                freed = sum(len(entries.pop(entry_id)) for entry_id in doomed)
+                if not entries:
+                    del self._ledgers[position.ledger_id]
+                self._removed(freed)
 
     def invalidate_ledger(self, ledger_id: int) -> None:
         entries = self._ledgers.pop(ledger_id, None)
-        if entries:
-            for data in entries.values():
-                self.size -= len(data)
-                self.manager._removed(len(data))
-        self.manager._compact()
+        if entries is not None:
+            self._removed(sum(len(d) for d in entries.values()))
 
     def clear(self) -> None:
         for ledger_id in list(self._ledgers):

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("quire.managed_ledger")
 
 ML_ROOT = "/managed-ledgers"
+_new_tuple = tuple.__new__
 
 
 def now_ms() -> int:
@@ -363,7 +364,8 @@ class ManagedLedger:
         """Append one entry; returns its position once the ledger client acked it.
 
         Positions follow the order in which calls began: the turn is taken before the
-        first checkpoint, and the ledger client assigns the entry id before its own."""
+        first checkpoint, and the ledger client assigns the entry id before its own.
+        This is the per-entry hot path: one coroutine frame, bookkeeping inline."""
         lh = self._current
         if (
             self.state is State.LEDGER_OPENED
@@ -377,11 +379,51 @@ class ManagedLedger:
             self._slots_free -= 1
             self._tickets += 1
             self._turn += 1
-            return await self._write(lh, data)
-        return await self._add_slow(data)
+        else:
+            lh = await self._take_turn()
+        ledger_id = lh.ledger_id
+        size = len(data)
+        self._reserved_entries += 1
+        self._reserved_size += size
+        inflight = self._inflight
+        inflight[ledger_id] = inflight.get(ledger_id, 0) + 1
+        try:
+            entry_id = await lh.add_entry(data)
+        except BKLedgerFencedError as e:
+            self._set_fenced(f"ledger fenced at the bookies: {e}")
+            raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
+        except BKError as e:
+            self._write_failed(lh, e)
+            raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
+        finally:
+            # release the add slot (handed straight to the first waiter, if any)
+            if self._slot_waiters:
+                self._slot_waiters.popleft().set()
+            else:
+                self._slots_free += 1
+            left = inflight[ledger_id] = inflight[ledger_id] - 1
+            if left == 0 and ledger_id in self._drained:
+                self._drained.pop(ledger_id).set()
+        pos = _new_tuple(Position, (ledger_id, entry_id))  # = Position(...), minus a Python frame
+        info = self._by_id.get(ledger_id)
+        if info is not None:
+            if entry_id >= info.entries:
+                info.entries = entry_id + 1
+            info.size += size
+        self.entries_added_counter += 1
+        if pos > self.last_confirmed_entry:
+            self.last_confirmed_entry = pos
+        if self.cursors or self._non_durable:  # nobody would read it from the cache
+            self.cache.insert_new(pos, data)
+        if self._readers_waiting:
+            self._wake_readers()
+        if entry_id == 0 or self._reserved_entries >= self.config.max_entries_per_ledger or self._reserved_size >= self._max_size_bytes:
+            self._after_first_or_full(ledger_id, entry_id)
+        return pos
 
-    async def _add_slow(self, data: bytes) -> Position:
-        """Wait for our turn (behind a rollover or earlier adds), then write."""
+    async def _take_turn(self) -> Any:
+        """Slow path of add_entry: wait for an add slot and our turn (behind a rollover
+        or earlier adds); returns the ledger to write to, with the turn passed on."""
         self._check_writable()
         await self._acquire_slot()
         ticket = self._tickets
@@ -419,7 +461,7 @@ class ManagedLedger:
                     self._turn_waiters.pop(ticket, None)
                     self._abandoned.add(ticket)
                 self._release_slot()
-        return await self._write(self._current, data)
+        return self._current
 
     async def _acquire_slot(self) -> None:
         if self._slots_free > 0 and not self._slot_waiters:
@@ -442,44 +484,12 @@ class ManagedLedger:
         else:
             self._slots_free += 1
 
-    async def _write(self, lh: Any, data: bytes) -> Position:
-        """Hand one add to the ledger client (holding an add slot, which is released)."""
-        ledger_id = lh.ledger_id
-        self._reserved_entries += 1
-        self._reserved_size += len(data)
-        inflight = self._inflight
-        inflight[ledger_id] = inflight.get(ledger_id, 0) + 1
-        try:
-            entry_id = await lh.add_entry(data)
-        except BKLedgerFencedError as e:
-            self._set_fenced(f"ledger fenced at the bookies: {e}")
-            raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
-        except BKError as e:
-            self._write_failed(lh, e)
-            raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
-        finally:
-            self._release_slot()
-            left = inflight[ledger_id] = inflight.get(ledger_id, 1) - 1
-            if left == 0 and ledger_id in self._drained:
-                self._drained.pop(ledger_id).set()
-        return self._add_completed(ledger_id, entry_id, data)
-
-    def _add_completed(self, ledger_id: int, entry_id: int, data: bytes) -> Position:
-        pos = Position(ledger_id, entry_id)
-        info = self._by_id.get(ledger_id)
-        if info is not None:
-            info.entries = max(info.entries, entry_id + 1)
-            info.size += len(data)
-        self.entries_added_counter += 1
-        if pos > self.last_confirmed_entry:
-            self.last_confirmed_entry = pos
-        self.cache.insert(pos, data)
-        if self._readers_waiting:
-            self._wake_readers()
+    def _after_first_or_full(self, ledger_id: int, entry_id: int) -> None:
+        """Rare per-add work: arm the max-age timer of a new ledger; roll a full one."""
         if entry_id == 0:
             self._rearm_background()  # arm the max-rollover-time timer of this ledger
         if (
-            # size/count only here (time is the background loop's job): cheap per add
+            # size/count only here (time is the background loop's job)
             (self._reserved_entries >= self.config.max_entries_per_ledger or self._reserved_size >= self._max_size_bytes)
             and self.state == State.LEDGER_OPENED
             and self._current is not None
@@ -488,7 +498,6 @@ class ManagedLedger:
         ):
             # like Pulsar, close a full ledger right away rather than on the next add
             self._start_rollover()
-        return pos
 
     def _wake_readers(self) -> None:
         if self._readers_waiting:  # no Event churn per add when nobody is tailing

@@ -2,7 +2,7 @@
 
 Fixtures (import them into a test module): ``bookie`` (one bookie process), ``ml_config``
 (replication 1, no periodic trim), ``driver`` (starts ``ml_driver`` subprocesses that own
-the managed ledger ``NAME``; killed at the end). ``Owner`` is an in-test "broker": its own
+the managed ledger ``NAME``; killed at the end). ``owner`` is an in-test "broker": its own
 metadata session, ledger client and factory.
 """
 
@@ -13,7 +13,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +25,20 @@ import metadata
 from bookie.client.bookkeeper import BookKeeper
 from bookie.client.config import ClientConfig
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
-from tests.fixtures.processes import REPO_ROOT, QuireProcess, QuireProcesses, free_port
+from tests.fixtures.processes import REPO_ROOT, QuireProcess, QuireProcesses
 
 NAME = "t/ns/persistent/it"
 
 
 def start_bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int = 0) -> QuireProcess:
-    port = free_port()
+    """One bookie on a port it picks itself (a port probed free can be taken by another
+    process on this shared machine before the bookie binds it); clients find it in the
+    metadata store."""
     data = root / f"bookie{index}"
     return procs(
         "bookie",
         "--metadata-url", zk_url,
-        "--port", str(port),
+        "--port", "0",
         "--http-port", "0",
         "--journal-dir", str(data / "journal"),
         "--ledger-dirs", str(data / "ledgers"),
@@ -44,7 +47,7 @@ def start_bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int = 0)
         "--set", "db_storage_read_ahead_cache_max_size_mb=16",
         "--set", "disk_usage_threshold=0.999",
         "--set", "disk_usage_lwm_threshold=0.998",
-        ready_port=port,
+        ready_log=r"ready \(port \d+",
     )
 
 
@@ -62,28 +65,19 @@ def ml_config() -> ManagedLedgerConfig:
     )
 
 
-class Owner:
-    """One 'broker': its own metadata session, ledger client and factory."""
-
-    def __init__(self, zk_url: str, config: ManagedLedgerConfig) -> None:
-        self.zk_url, self.config = zk_url, config
-
-    async def __aenter__(self) -> ManagedLedgerFactory:
-        self.store = await metadata.open_store(self.zk_url)
-        self.bk = BookKeeper(self.store, ClientConfig())
-        await self.bk.__aenter__()
-        with trio.fail_after(20):  # the bookie's port opens before it registers itself
-            while not await self.bk.writable_bookies():
-                await trio.sleep(0.05)
-        self.factory = ManagedLedgerFactory(self.store, self.bk, self.config)
-        return await self.factory.__aenter__()
-
-    async def __aexit__(self, *exc: object) -> None:
-        try:
-            await self.factory.__aexit__(*exc)
-        finally:
-            await self.bk.__aexit__(None, None, None)
-            await self.store.close()
+@asynccontextmanager
+async def owner(zk_url: str, config: ManagedLedgerConfig) -> AsyncIterator[ManagedLedgerFactory]:
+    """One 'broker': its own metadata session, ledger client and factory (``.store``, ``.bk``)."""
+    store = await metadata.open_store(zk_url)
+    try:
+        async with BookKeeper(store, ClientConfig()) as bk:
+            with trio.fail_after(20):  # the bookie's port opens before it registers itself
+                while not await bk.writable_bookies():
+                    await trio.sleep(0.05)
+            async with ManagedLedgerFactory(store, bk, config) as factory:
+                yield factory
+    finally:
+        await store.close()
 
 
 class Driver:

@@ -10,11 +10,11 @@ import trio
 from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import Position
 from managed_ledger import cursor as cursor_module
-from tests.managed_ledger.cluster import NAME, Owner, bookie, driver, ml_config, start_bookie  # noqa: F401 (fixtures)
+from tests.managed_ledger.cluster import NAME, owner, bookie, driver, ml_config, start_bookie  # noqa: F401 (fixtures)
 
 
 async def test_add_read_across_rollovers(bookie, zk_url, ml_config) -> None:
-    async with Owner(zk_url, ml_config.replace(max_entries_per_ledger=50)) as f:
+    async with owner(zk_url, ml_config.replace(max_entries_per_ledger=50)) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
         results: dict[int, Position] = {}
@@ -47,7 +47,7 @@ async def test_cursor_recovery_after_sigkill_of_owner(driver, zk_url, ml_config)
     holes = positions[51:150:2]  # 50 individual acks -> 50 ranges above the mark-delete
     assert await d.call(op="delete", positions=[str(p) for p in holes]) == {"ok": True}
     d.kill()  # SIGKILL: no close, no final flush
-    async with Owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
+    async with owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
         ml = await f.open(NAME)
         assert ml.number_of_entries == 300  # every acknowledged add survived
         c = ml.cursors["sub"]
@@ -64,7 +64,7 @@ async def test_second_process_fences_the_first(driver, zk_url, ml_config) -> Non
     d = driver()
     assert "ready" in await d.reply()
     acked = [Position.parse(p) for p in (await d.call(op="add", n=40))["positions"]]
-    async with Owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
+    async with owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
         ml = await f.open(NAME)  # recovery-opens the first owner's ledger: fenced
         assert (await d.call(op="add", n=1)) == {"error": "ManagedLedgerFencedError"}
         assert (await d.call(op="add", n=1)) == {"error": "ManagedLedgerFencedError"}
@@ -82,7 +82,7 @@ async def test_second_process_fences_the_first(driver, zk_url, ml_config) -> Non
 
 async def test_rollover_by_size_and_time(bookie, zk_url, ml_config) -> None:
     cfg = ml_config.replace(max_size_per_ledger_mb=1, retention_time_minutes=-1, retention_size_mb=-1)
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         ml = await f.open(NAME)
         ps = [await ml.add_entry(b"s" * (300 * 1024)) for _ in range(8)]
         # 4 x 300 KB reach 1 MB: ledgers of 4, 4 entries
@@ -98,16 +98,16 @@ async def test_rollover_by_size_and_time(bookie, zk_url, ml_config) -> None:
 
 async def test_empty_ledgers_dropped_on_reopen(bookie, zk_url, ml_config) -> None:
     cfg = ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         ml = await f.open(NAME)
         await ml.open_cursor("s", "earliest")
         await ml.add_entry(b"one")
         first = ml.current_ledger_id
     for _ in range(2):  # each open adds a ledger; the empty ones must not pile up
-        async with Owner(zk_url, cfg) as f:
+        async with owner(zk_url, cfg) as f:
             ml = await f.open(NAME)
             empty = ml.current_ledger_id
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         ml = await f.open(NAME)
         assert [li.ledger_id for li in ml.ledgers][0] == first
         assert [li.entries for li in ml.ledgers] == [1, 0]
@@ -119,7 +119,7 @@ async def test_empty_ledgers_dropped_on_reopen(bookie, zk_url, ml_config) -> Non
 
 async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config, caplog) -> None:
     dropped_before = cursor_module.RANGES_DROPPED_TOTAL
-    async with Owner(zk_url, ml_config) as f:
+    async with owner(zk_url, ml_config) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
         ps: list[Position] = []
@@ -140,7 +140,7 @@ async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config,
         assert c.ranges_dropped_count == 1 and c.stats()["rangesDroppedOnPersist"] == 1
         assert cursor_module.RANGES_DROPPED_TOTAL == dropped_before + 1
         # more than max_unacked_ranges_to_persist_in_metadata_store: stays in the cursor ledger
-    async with Owner(zk_url, ml_config) as f:
+    async with owner(zk_url, ml_config) as f:
         ml = await f.open(NAME)
         c = ml.cursors["s"]
         # exactly the persisted 10000 ranges come back; the 50 others are redelivered
@@ -152,7 +152,7 @@ async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config,
 async def test_retention_matrix(bookie, zk_url, ml_config) -> None:
     """0/0, -1/-1, time only, size only; consumed ledgers only; the current one kept."""
     entry = b"r" * (100 * 1024)
-    async with Owner(zk_url, ml_config.replace(max_entries_per_ledger=4)) as f:
+    async with owner(zk_url, ml_config.replace(max_entries_per_ledger=4)) as f:
 
         async def scenario(name: str, time_min: int, size_mb: int, consume: int = 16, age_ms: int = 0) -> list[int]:
             ml = await f.open(f"{NAME}-{name}", f.config.replace(retention_time_minutes=time_min, retention_size_mb=size_mb))
@@ -189,7 +189,7 @@ async def test_bookie_killed_mid_stream_nothing_acked_lost(quire_procs, zk_url, 
         ensemble_size=2, write_quorum=2, ack_quorum=2, max_entries_per_ledger=150,
         retention_time_minutes=-1, retention_size_mb=-1,
     )
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         with trio.fail_after(20):
             while len(await f.bk.writable_bookies()) < 3:
                 await trio.sleep(0.05)

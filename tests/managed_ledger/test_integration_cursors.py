@@ -14,7 +14,7 @@ import metadata
 from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import Entry, Position
 from managed_ledger.formats import decode_cursor_info
-from tests.managed_ledger.cluster import NAME, Owner, bookie, driver, ml_config  # noqa: F401 (fixtures)
+from tests.managed_ledger.cluster import NAME, owner, bookie, driver, ml_config  # noqa: F401 (fixtures)
 
 CURSOR_PATH = f"/managed-ledgers/{NAME}/sub"
 
@@ -41,7 +41,7 @@ async def test_sigkill_loses_only_unpersisted_throttled_acks(driver, zk_url, ml_
     live = (await d.call(op="stats"))["cursors"]["sub"]
     assert live["markDeletePosition"] == str(ps[149]) and live["totalNonContiguousDeletedMessagesRange"] == 2
     d.kill()
-    async with Owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
+    async with owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
         ml = await f.open(NAME)
         c = ml.cursors["sub"]
         # exactly the last persisted state: what it acked is not redelivered, what was
@@ -70,7 +70,7 @@ async def test_cursor_ledger_rolls_and_survives_sigkill(driver, zk_url, ml_confi
     rolled = list(dict.fromkeys(ids))
     assert len(rolled) == 4 and -1 not in rolled
     d.kill()
-    async with Owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
+    async with owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
         for old in rolled[:-1]:  # replaced cursor ledgers were deleted
             with pytest.raises(BKNoSuchLedgerError):
                 await f.bk.get_ledger_metadata(old)
@@ -90,7 +90,7 @@ async def test_message_ttl_moves_cursors_forward(bookie, zk_url, ml_config) -> N
         message_ttl_seconds=60, message_expiry_check_interval_seconds=0.05,
     )
     now = 1_700_000_000_000
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("sub", "earliest")
         ps = [await ml.add_entry(published(now + i)) for i in range(12)]  # ledgers of 5, 5, 2
@@ -107,7 +107,7 @@ async def test_message_ttl_moves_cursors_forward(bookie, zk_url, ml_config) -> N
         # per message, by publish time (what the broker does with the entry metadata)
         assert await c.expire_entries(lambda e: publish_time(e) < now + 11) == ps[10]
         assert c.mark_delete_position == ps[10] and c.number_of_entries_in_backlog == 1
-    async with Owner(zk_url, cfg.replace(message_ttl_seconds=0)) as f:
+    async with owner(zk_url, cfg.replace(message_ttl_seconds=0)) as f:
         ml = await f.open(NAME)
         assert ml.cursors["sub"].mark_delete_position == ps[10]  # expiry is persisted
 
@@ -115,7 +115,7 @@ async def test_message_ttl_moves_cursors_forward(bookie, zk_url, ml_config) -> N
 async def test_seek_by_publish_time(bookie, zk_url, ml_config) -> None:
     t0 = 1_700_000_000_000
     cfg = ml_config.replace(max_entries_per_ledger=8, retention_time_minutes=-1, retention_size_mb=-1)
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("sub", "earliest")
         ps = [await ml.add_entry(published(t0 + i * 1000, b"m%d" % i)) for i in range(30)]
@@ -142,7 +142,7 @@ async def test_seek_by_publish_time(bookie, zk_url, ml_config) -> None:
 
 async def test_non_durable_cursor_moved_forward_by_trim(bookie, zk_url, ml_config) -> None:
     cfg = ml_config.replace(max_entries_per_ledger=4, retention_time_minutes=0, retention_size_mb=0)
-    async with Owner(zk_url, cfg) as f:
+    async with owner(zk_url, cfg) as f:
         ml = await f.open(NAME)
         sub = await ml.open_cursor("sub", "earliest")
         reader = ml.open_non_durable_cursor(Position(-1, -1))
@@ -161,7 +161,7 @@ async def test_non_durable_cursor_moved_forward_by_trim(bookie, zk_url, ml_confi
 
 
 async def test_internal_stats_shape(bookie, zk_url, ml_config) -> None:
-    async with Owner(zk_url, ml_config.replace(max_entries_per_ledger=3, retention_time_minutes=-1, retention_size_mb=-1)) as f:
+    async with owner(zk_url, ml_config.replace(max_entries_per_ledger=3, retention_time_minutes=-1, retention_size_mb=-1)) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("sub", "earliest")
         reader = ml.open_non_durable_cursor(None, name="reader")

@@ -81,21 +81,27 @@ def test_rollover_policy() -> None:
 
 
 def test_entry_cache_budget_and_invalidation() -> None:
-    m = EntryCacheManager(max_bytes=1000)
+    m = EntryCacheManager(max_bytes=1000)  # eviction down to the 0.9 watermark
     a, b = m.cache_for("a"), m.cache_for("b")
-    for i in range(5):
+    for i in range(4):
         a.insert(Position(1, i), b"x" * 100)
-        b.insert(Position(7, i), b"y" * 100)
-    assert m.size == 1000
-    b.insert(Position(7, 5), b"y" * 100)  # over budget: a's oldest entry goes
-    assert m.size == 1000 and [e.entry_id for e in a.get_range(1, 0, 4)] == []
-    assert [e.entry_id for e in a.get_range(1, 1, 4)] == [1, 2, 3, 4]
-    a.invalidate_before(Position(1, 3))
-    assert [e.entry_id for e in a.get_range(1, 3, 9)] == [3, 4]
-    assert a.size == 200 and m.size == 800
+    for i in range(6):
+        b.insert_new(Position(7, i), b"y" * 100)
+    assert m.size == 1000 and m.count == 10 and m.evictions == 0
+    b.insert_new(Position(7, 6), b"y" * 100)  # over budget: the largest cache's oldest go
+    assert m.size == 900 and m.evictions == 2
+    assert b.get_range(7, 0, 9) == [] and [e.entry_id for e in b.get_range(7, 2, 9)] == [2, 3, 4, 5, 6]
+    assert [e.data for e in a.get_range(1, 0, 3)] == [b"x" * 100] * 4
+    a.invalidate_before(Position(1, 2))
+    assert [e.entry_id for e in a.get_range(1, 0, 9)] == [] and [e.entry_id for e in a.get_range(1, 2, 9)] == [2, 3]
+    assert a.size == 200 and m.size == 700
     b.invalidate_ledger(7)
-    assert m.size == 200 and m.count == 2
-    for i in range(5000):  # stale bookkeeping never outgrows the live entries much
-        a.insert(Position(2, i), b"z")
-        a.invalidate_before(Position(2, i))
-    assert len(m._fifo) <= 2 * m.count + 1024
+    assert m.size == 200 and m.count == 2 and list(m._non_empty) == [a]
+    a.insert_new(Position(2, 0), b"z" * 2000)  # larger than the whole budget: not cached
+    assert a.get_range(2, 0, 0) == [] and m.size == 200
+    a.clear()
+    assert m.size == 0 and not m._non_empty
+    for i in range(5000):  # a tailing cursor: nothing piles up
+        a.insert_new(Position(3, i), b"z")
+        a.invalidate_before(Position(3, i + 1))
+    assert m.size == 0 and a.count == 0
