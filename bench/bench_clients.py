@@ -4,7 +4,8 @@ Runs ``quire perf produce`` (batching on, as fast as possible with 1,000 pending
 client on its own topic for the same duration, at 100 B and 1 KiB, then ``quire perf consume``
 of a pre-filled backlog (from earliest) for each client. Each run is a separate
 ``quire perf`` subprocess so both clients get a fresh process. Prints msg/s, MB/s and latency
-percentiles per client and the ratio quire/official, and writes bench/results/bench_clients.json.
+percentiles and process CPU time per message per client and the ratios quire/official, and writes
+bench/results/bench_clients.json.
 
     .venv/bin/python bench/bench_clients.py [--seconds 8] [--consume-messages 50000]
 """
@@ -84,6 +85,7 @@ def main() -> None:
                                    "-t", str(args.seconds))
             row["ratio_msg_per_s"] = ratio(row["quire"]["msg_per_s"], row["official"]["msg_per_s"])
             row["ratio_p99_latency"] = ratio(row["quire"]["latency_ms"]["p99"], row["official"]["latency_ms"]["p99"])
+            row["ratio_cpu_per_msg"] = ratio(row["quire"]["cpu_us_per_msg"], row["official"]["cpu_us_per_msg"])
             results["produce"][f"{size}B"] = row
         for client in ("official", "quire"):
             topic = f"bench-consume-{client}-{uuid.uuid4().hex[:6]}"
@@ -94,6 +96,7 @@ def main() -> None:
                                               "-m", str(args.consume_messages), "-t", "120")
         c = results["consume"]
         c["ratio_msg_per_s"] = ratio(c["quire"]["msg_per_s"], c["official"]["msg_per_s"])
+        c["ratio_cpu_per_msg"] = ratio(c["quire"]["cpu_us_per_msg"], c["official"]["cpu_us_per_msg"])
     finally:
         proc.terminate()
         try:
@@ -107,13 +110,16 @@ def main() -> None:
         for client in ("official", "quire"):
             r = row[client]
             print(f"  produce {size:>5} {client:>8}: {r['msg_per_s']:10.1f} msg/s {r['mb_per_s']:8.3f} MB/s"
-                  f"  p50 {r['latency_ms']['p50']:.1f} ms  p99 {r['latency_ms']['p99']:.1f} ms")
+                  f"  p50 {r['latency_ms']['p50']:.1f} ms  p99 {r['latency_ms']['p99']:.1f} ms"
+                  f"  CPU {r['cpu_us_per_msg']:.1f} us/msg")
         print(f"  produce {size:>5} ratio quire/official: throughput {row['ratio_msg_per_s']}x,"
-              f" p99 latency {row['ratio_p99_latency']}x")
+              f" p99 latency {row['ratio_p99_latency']}x, CPU per message {row['ratio_cpu_per_msg']}x")
     for client in ("official", "quire"):
         r = results["consume"][client]
-        print(f"  consume  100B {client:>8}: {r['msg_per_s']:10.1f} msg/s {r['mb_per_s']:8.3f} MB/s")
-    print(f"  consume ratio quire/official: {results['consume']['ratio_msg_per_s']}x")
+        print(f"  consume  100B {client:>8}: {r['msg_per_s']:10.1f} msg/s {r['mb_per_s']:8.3f} MB/s"
+              f"  CPU {r['cpu_us_per_msg']:.1f} us/msg")
+    print(f"  consume ratio quire/official: throughput {results['consume']['ratio_msg_per_s']}x,"
+          f" CPU per message {results['consume']['ratio_cpu_per_msg']}x")
     out = REPO / "bench" / "results" / "bench_clients.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")

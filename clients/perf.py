@@ -50,12 +50,18 @@ class PerfStats:
     for one writer (the client's I/O thread) and one reader (the reporter)."""
 
     started: float = field(default_factory=time.perf_counter)
+    cpu_started: float = field(default_factory=time.process_time)
     count: int = 0
     bytes: int = 0
     errors: int = 0
     samples: array = field(default_factory=lambda: array("d"))
     window: array = field(default_factory=lambda: array("d"))
     _last_report: tuple[float, int, int] = (0.0, 0, 0)
+
+    def begin(self, now: float) -> None:
+        """The measured run starts now (after connecting): wall clock and process CPU time."""
+        self.started = now
+        self.cpu_started = time.process_time()
 
     def record(self, latency_s: float, size: int) -> None:
         self.count += 1
@@ -87,6 +93,7 @@ class PerfStats:
 
     def summary(self, **extra: Any) -> dict[str, Any]:
         elapsed = max(1e-9, time.perf_counter() - self.started)
+        cpu = time.process_time() - self.cpu_started  # every thread of this process (the C++ client's too)
         return {
             **extra,
             "messages": self.count,
@@ -94,6 +101,8 @@ class PerfStats:
             "duration_s": round(elapsed, 3),
             "msg_per_s": round(self.count / elapsed, 1),
             "mb_per_s": round(self.bytes / elapsed / 1e6, 3),
+            "cpu_s": round(cpu, 3),
+            "cpu_us_per_msg": round(cpu / self.count * 1e6, 2) if self.count else 0.0,
             "latency_ms": percentiles(self.samples),
         }
 
@@ -180,7 +189,7 @@ def produce_quire(url: str, opts: ProduceOptions, stats: PerfStats) -> None:
                 compression_type=CompressionType[{"ZLIB": "ZLib"}.get(opts.compression, opts.compression)],
             )
             start = time.perf_counter()
-            stats.started = start
+            stats.begin(start)
             sent = 0
             size = len(payload)
             clock = time.perf_counter
@@ -230,7 +239,7 @@ def produce_official(url: str, opts: ProduceOptions, stats: PerfStats) -> None:
         size = len(payload)
         clock = time.perf_counter
         start = clock()
-        stats.started = start
+        stats.begin(start)
         sent = 0
 
         def done(t0: float) -> Callable[[Any, Any], None]:
@@ -274,7 +283,7 @@ def consume_quire(url: str, opts: ConsumeOptions, stats: PerfStats) -> None:
                 initial_position=InitialPosition.Earliest if opts.earliest else InitialPosition.Latest,
             )
             start = time.perf_counter()
-            stats.started = start
+            stats.begin(start)
             while not opts.num_messages or stats.count < opts.num_messages:
                 left = opts.duration_s - (time.perf_counter() - start) if opts.duration_s else None
                 if left is not None and left <= 0:
@@ -301,7 +310,7 @@ def consume_official(url: str, opts: ConsumeOptions, stats: PerfStats) -> None:
             initial_position=pulsar.InitialPosition.Earliest if opts.earliest else pulsar.InitialPosition.Latest,
         )
         start = time.perf_counter()
-        stats.started = start
+        stats.begin(start)
         while not opts.num_messages or stats.count < opts.num_messages:
             left = opts.duration_s - (time.perf_counter() - start) if opts.duration_s else None
             if left is not None and left <= 0:
