@@ -57,8 +57,8 @@ class ReplySink(Protocol):
 
     def send(self, frame: bytes) -> None: ...
 
-    def send_many(self, buffers: list[bytes], count: int) -> None:
-        """Queue ``count`` replies given as consecutive buffers (one wake-up for all)."""
+    # Optional: ``send_many(buffers, count)`` queues ``count`` replies given as consecutive
+    # buffers with one wake-up; sinks without it get one ``send`` per reply.
 
 
 def reply_frame(
@@ -247,7 +247,13 @@ class RequestProcessor:
             else:
                 merged[conn] = frames
         for conn, frames in merged.items():
-            conn.send_many(frames, len(frames) // 2)
+            send_many = getattr(conn, "send_many", None)
+            if send_many is not None:
+                send_many(frames, len(frames) // 2)
+            else:  # a sink with only send() (e.g. the in-process local bookie channel)
+                send = conn.send
+                for i in range(0, len(frames), 2):
+                    send(frames[i] + frames[i + 1])
         self._count("add", status, len(tokens))
 
     async def _add_slow(self, req: Request, conn: ReplySink) -> None:
