@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from clients.cli import parse_message_id
 from clients.connection_pool import parse_service_url
 from clients.errors import InvalidTopicName, InvalidUrl
+from clients.lookup import Backoff
 from clients.message_id import MessageId
 from clients.partitioned_producer import murmur3_32
 from clients.perf import percentiles
@@ -54,6 +55,15 @@ def test_service_urls() -> None:
     for bad in ("http://x:1", "pulsar+ssl://x:1", "pulsar://x:notaport"):
         with pytest.raises(InvalidUrl):
             parse_service_url(bad)
+
+
+def test_reconnect_backoff_doubles_to_a_cap_and_resets() -> None:
+    backoff = Backoff()
+    delays = [backoff.next() for _ in range(12)]
+    assert delays[:4] == [0.1, 0.2, 0.4, 0.8] and delays[-1] == 30.0
+    assert all(b == min(2 * a, 30.0) for a, b in zip(delays, delays[1:]))
+    backoff.reset()
+    assert backoff.next() == 0.1
 
 
 def test_cli_message_ids() -> None:
