@@ -40,6 +40,8 @@ def serialize_batch(messages: Iterable[tuple[SingleMessageMetadata | bytes, Buff
 
 
 def _varint(value: int) -> bytes:
+    if value < 0x4000:  # sequence ids and payload sizes mostly fit in two bytes: no loop
+        return bytes((value,)) if value < 0x80 else bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -52,8 +54,6 @@ def plain_message_metadata(payload_size: int, sequence_id: int) -> bytes:
     """The serialized SingleMessageMetadata of a message with no properties, keys or event
     time: ``payload_size`` (field 3) and ``sequence_id`` (field 8), byte for byte what protobuf
     writes, without building a message object (the producer's per-message hot path)."""
-    if payload_size < 0x80 and sequence_id < 0x80:
-        return bytes((0x18, payload_size, 0x40, sequence_id))
     return b"\x18" + _varint(payload_size) + b"\x40" + _varint(sequence_id)
 
 
