@@ -17,18 +17,29 @@ async def test_add_read_across_rollovers(bookie, zk_url, ml_config) -> None:
     async with owner(zk_url, ml_config.replace(max_entries_per_ledger=50)) as f:
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
+        tail = await ml.open_cursor("tail")  # caught up: follows the adds
         results: dict[int, Position] = {}
+        tailed: list[Position] = []
 
         async def add(i: int) -> None:
             results[i] = await ml.add_entry(b"%05d" % i)
 
+        async def follow() -> None:
+            while len(tailed) < 230:
+                tailed.extend(e.position for e in await tail.read_entries_or_wait(30))
+
+        hits, misses = f.cache_manager.hits, f.cache_manager.misses
         async with trio.open_nursery() as n:
+            n.start_soon(follow)
             for i in range(230):
                 n.start_soon(add, i)
                 if i % 20 == 0:
                     await trio.sleep(0)
         assert len(ml.ledgers) >= 5
         order = [i for i, _ in sorted(results.items(), key=lambda kv: kv[1])]
+        # the tailing cursor was served by the entry cache alone, across the rollovers
+        assert tailed == sorted(results.values())
+        assert f.cache_manager.hits - hits == 230 and f.cache_manager.misses == misses
         f.cache_manager.max_bytes = 0  # force reads to the bookies
         ml.cache.clear()
         got = []
