@@ -126,11 +126,14 @@ class LedgerHandle:
         self._timeout_s = bk.config.add_entry_timeout_s
         self._conns: dict[str, "BookieConnection"] = {}  # the pool's connections, looked up once
         self._pending: collections.deque[_PendingAdd] = collections.deque()
-        # Window of adds in flight: a counter; callers park only when it is full, and a freed
-        # slot is handed straight to the oldest parked caller (ids stay in call order).
+        # Window of adds in flight: a counter; callers park only when it is full. A freed slot
+        # is handed to the oldest parked caller, one at a time (trio may resume several woken
+        # tasks in any order): the next is woken once the previous took its entry id, and
+        # newcomers queue behind a hand-off in progress. Ids stay in call order.
         self._throttle = max(1, bk.config.throttle)
         self._in_flight = 0
         self._window_lot = trio.lowlevel.ParkingLot()
+        self._handoff = False
         self._failed_bookies: dict[int, str] = {}
         # Bookies that failed this handle are never chosen again as its replacements: that
         # bounds ensemble-change churn when bookies are down (then BKNotEnoughBookiesError).
@@ -178,16 +181,20 @@ class LedgerHandle:
         self._check_writable()
         # No checkpoint before _push when the window has room: the entry id is taken
         # synchronously, so ids follow call order (contract; the managed ledger relies on it).
-        if self._in_flight < self._throttle and not self._window_lot:
+        if self._in_flight < self._throttle and not self._window_lot and not self._handoff:
             self._in_flight += 1
+            op = self._push(data)
         else:
-            await self._acquire_slot()
+            await self._wait_for_slot()
             try:
                 self._check_writable()
             except BKError:
                 self._release_slots(1)
                 raise
-        op = self._push(data)
+            try:
+                op = self._push(data)
+            finally:
+                self._wake_next_waiter()  # the next queued caller, now that our id is taken
         if op.completed:  # failed synchronously (client closed): still a checkpoint
             await trio.lowlevel.checkpoint()
         else:
@@ -197,19 +204,28 @@ class LedgerHandle:
             raise op.error
         return op.entry_id
 
-    async def _acquire_slot(self) -> None:
-        """Take a window slot, waiting (in arrival order) while ``throttle`` adds are in flight."""
-        if self._in_flight < self._throttle and not self._window_lot:
+    def _try_slot(self) -> bool:
+        """Take a window slot if one is free and nobody is queued for one."""
+        if self._in_flight < self._throttle and not self._window_lot and not self._handoff:
             self._in_flight += 1
-            await trio.lowlevel.checkpoint()
-        else:
-            await self._window_lot.park()  # the releaser handed its slot over: no increment
+            return True
+        return False
+
+    async def _wait_for_slot(self) -> None:
+        """Queue for a window slot; the caller then pushes and calls _wake_next_waiter()."""
+        await self._window_lot.park()
+        self._handoff = False  # the slot was counted for us when we were woken
+
+    def _wake_next_waiter(self) -> None:
+        if not self._handoff and self._in_flight < self._throttle and self._window_lot:
+            self._handoff = True
+            self._in_flight += 1
+            self._window_lot.unpark()
 
     def _release_slots(self, n: int) -> None:
-        lot = self._window_lot
-        if lot:
-            n -= len(lot.unpark(count=n))
         self._in_flight -= n
+        if self._window_lot:
+            self._wake_next_waiter()
 
     def _push(self, payload: bytes) -> _PendingAdd:
         eid = self._next_entry_id
@@ -307,8 +323,12 @@ class LedgerHandle:
         try:
             while self._failed_bookies and self._error is None:
                 failed, self._failed_bookies = self._failed_bookies, {}
-                await self._change_ensemble(failed)
-                self._resend_to_replacements()
+                # Failures that arrived while the previous round ran may name a bookie it has
+                # already replaced: replacing "it" again would evict the healthy replacement.
+                failed = {idx: b for idx, b in failed.items() if self._ensemble[idx] == b}
+                if failed:
+                    await self._change_ensemble(failed)
+                    self._resend_to_replacements()
         except BKError as exc:
             self._fail(exc)
         finally:

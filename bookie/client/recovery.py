@@ -150,9 +150,11 @@ class LedgerRecoveryOp:
             if handle._error is not None:
                 raise BKLedgerRecoveryError(f"ledger {self.ledger_id}: re-writing recovered entries failed: "
                                             f"{handle._error}") from handle._error
-            await handle._acquire_slot()
+            if not handle._try_slot():
+                await handle._wait_for_slot()
             assert rr.data is not None
             handle._push_packed(eid, rr.data, rr.length)
+            handle._wake_next_waiter()
             self.recovered_entries += 1
             eid += 1
 

@@ -184,3 +184,36 @@ async def test_close_waits_for_pending_adds(bk, cluster):
 async def test_create_needs_enough_bookies(bk):
     with pytest.raises(BKNotEnoughBookiesError):
         await bk.create_ledger(4, 2, 2)
+
+
+async def test_failures_reported_during_a_change_do_not_replace_the_replacement(bk, cluster):
+    """A failing bookie keeps answering errors while its replacement is being chosen (a slow
+    metadata store): those late failures name a bookie that is already being replaced and
+    must not start a second change that would evict the healthy replacement."""
+    await cluster.add_bookie()
+    lh = await bk.create_ledger(3, 2, 2)
+    (spare,) = [fb for b, fb in cluster.bookies.items() if b not in lh.metadata.last_ensemble]
+    acked = await _add_many(lh, 5)  # the change then adds a segment (at LAC+1 = 5)
+    bad = cluster[lh.metadata.last_ensemble[1]]
+    bad.faults.add_status = Status.IO
+    bad.faults.delay_s = 0.05  # its errors trickle in, one per add, over the whole stream
+    discover = bk.writable_bookies
+
+    async def slow_discovery():
+        await trio.sleep(0.3)
+        return await discover()
+
+    bk.writable_bookies = slow_discovery
+
+    async def add(i):
+        acked[await lh.add_entry(b"e%d" % i)] = b"e%d" % i
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as n:
+            for i in range(5, 40):
+                n.start_soon(add, i)
+                await trio.sleep(0.01)
+    assert sorted(acked) == list(range(40))
+    assert len(lh.metadata.ensembles) == 2 and lh.metadata.ensembles[1][0] >= 5
+    assert spare.bookie_id in lh.metadata.last_ensemble and bad.bookie_id not in lh.metadata.last_ensemble
+    assert [e.data for e in await lh.read(0, 39)] == [acked[i] for i in range(40)]

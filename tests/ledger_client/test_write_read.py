@@ -208,3 +208,27 @@ async def test_delete_and_password(bk):
         await bk.open_ledger(lh.ledger_id, password=b"secret")
     with pytest.raises(BKNoSuchLedgerError):
         await bk.delete_ledger(lh.ledger_id)
+
+
+async def test_ids_follow_call_order_when_the_window_is_full(store, cluster):
+    """throttle=3 with a slow bookie: most callers queue for a window slot, and newcomers keep
+    arriving while slots are handed over; ids still follow the order of the calls."""
+    async with BookKeeper(store, fast_config(throttle=3)) as bk:
+        lh = await bk.create_ledger(3, 3, 3)
+        cluster[lh.metadata.last_ensemble[0]].faults.add_delay_s = 0.02
+        order: list[int] = []
+        ids: dict[int, int] = {}
+
+        async def add(i):
+            order.append(i)  # the call begins (no checkpoint before add_entry takes its place)
+            ids[i] = await lh.add_entry(b"%d" % i)
+
+        async with trio.open_nursery() as n:
+            for i in range(60):
+                n.start_soon(add, i)
+                if i % 7 == 0:
+                    await trio.sleep(0.015)
+        assert [ids[i] for i in order] == list(range(60))
+        assert lh._in_flight == 0 and not lh._window_lot
+        entries = await lh.read(0, 59)
+        assert [int(e.data) for e in entries] == order
