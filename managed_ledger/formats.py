@@ -1,7 +1,8 @@
 """Persistent formats of the managed ledger (msgpack; pure: bytes in, objects out).
 
 * ``ManagedLedgerInfo`` — the value of ``/managed-ledgers/<name>``: the ledger list
-  (id, entries, size, first-entry timestamp), the terminated position, properties.
+  (id, entries, size, close timestamp, first-entry timestamp), the terminated position,
+  properties.
 * ``CursorInfo`` — the value of ``/managed-ledgers/<name>/<cursor>``: the cursor ledger id
   (-1 = the position lives in this node) and, as fallback or for small states, the
   mark-delete position, individually deleted ranges, batch-index ack sets, properties.
@@ -31,14 +32,17 @@ class LedgerInfo:
     ledger_id: int
     entries: int = 0
     size: int = 0
-    timestamp_ms: int = 0  # when the ledger was closed/recorded (Pulsar's LedgerInfo.timestamp)
+    # when the ledger was closed/recovered (Pulsar's LedgerInfo.timestamp): what retention
+    # time and the TTL-by-closure check use; 0 for the current ledger
+    timestamp_ms: int = 0
+    first_entry_ms: int = 0  # when its first entry was added (0 = none yet / unknown)
 
     def to_list(self) -> list[int]:
-        return [self.ledger_id, self.entries, self.size, self.timestamp_ms]
+        return [self.ledger_id, self.entries, self.size, self.timestamp_ms, self.first_entry_ms]
 
     @classmethod
     def from_list(cls, v: list[int]) -> "LedgerInfo":
-        return cls(int(v[0]), int(v[1]), int(v[2]), int(v[3]))
+        return cls(int(v[0]), int(v[1]), int(v[2]), int(v[3]), int(v[4]) if len(v) > 4 else 0)
 
 
 @dataclass

@@ -487,6 +487,9 @@ class ManagedLedger:
     def _after_first_or_full(self, ledger_id: int, entry_id: int) -> None:
         """Rare per-add work: arm the max-age timer of a new ledger; roll a full one."""
         if entry_id == 0:
+            info = self._by_id.get(ledger_id)
+            if info is not None and not info.first_entry_ms:
+                info.first_entry_ms = now_ms()
             self._rearm_background()  # arm the max-rollover-time timer of this ledger
         if (
             # size/count only here (time is the background loop's job)

@@ -25,7 +25,8 @@ def internal_stats(ml: "ManagedLedger") -> dict[str, Any]:
         "lastConfirmedEntry": str(ml.last_confirmed_entry),
         "state": ml.state.value,
         "ledgers": [
-            {"ledgerId": li.ledger_id, "entries": li.entries, "size": li.size, "timestamp": li.timestamp_ms, "offloaded": False}
+            {"ledgerId": li.ledger_id, "entries": li.entries, "size": li.size, "timestamp": li.timestamp_ms,
+             "firstEntryTimestamp": li.first_entry_ms, "offloaded": False}
             for li in ml.ledgers
         ],
         "cursors": cursors,

@@ -13,7 +13,7 @@ import trio
 import metadata
 from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import Entry, Position
-from managed_ledger.formats import decode_cursor_info
+from managed_ledger.formats import decode_cursor_info, decode_ml_info
 from tests.managed_ledger.cluster import NAME, owner, bookie, driver, ml_config  # noqa: F401 (fixtures)
 
 CURSOR_PATH = f"/managed-ledgers/{NAME}/sub"
@@ -174,6 +174,12 @@ async def test_internal_stats_shape(bookie, zk_url, ml_config) -> None:
         assert s["lastConfirmedEntry"] == str(ps[-1]) and s["state"] == "LedgerOpened"
         assert [(li["ledgerId"], li["entries"], li["size"]) for li in s["ledgers"]] == [
             (ps[0].ledger_id, 3, 15), (ps[3].ledger_id, 2, 10)]
+        closed = s["ledgers"][0]
+        assert 0 < closed["firstEntryTimestamp"] <= closed["timestamp"]
+        # the ledger list in ZooKeeper: (id, entries, size, timestamps) of every ledger
+        stored = decode_ml_info((await f.store.get(ml.path))[0]).ledgers
+        assert [(li.ledger_id, li.entries, li.size) for li in stored] == [(ps[0].ledger_id, 3, 15), (ps[3].ledger_id, 0, 0)]
+        assert stored[0].first_entry_ms == closed["firstEntryTimestamp"] and stored[0].timestamp_ms == closed["timestamp"]
         sub = s["cursors"]["sub"]
         assert sub["markDeletePosition"] == f"{ps[0].ledger_id}:-1" and sub["readPosition"] == str(ps[4])
         assert sub["individuallyDeletedMessages"] == f"[({ps[0]}..{ps[1]}], ({ps[3].ledger_id}:-1..{ps[3]}]]"

@@ -39,7 +39,7 @@ def test_ack_set_java_long_layout() -> None:
 
 
 def test_formats_roundtrip() -> None:
-    info = ManagedLedgerInfo([LedgerInfo(3, 10, 1000, 123), LedgerInfo(4)], (3, 9), {"a": "b"})
+    info = ManagedLedgerInfo([LedgerInfo(3, 10, 1000, 123, 100), LedgerInfo(4)], (3, 9), {"a": "b"})
     assert decode_ml_info(encode_ml_info(info)) == info
     assert decode_ml_info(b"") == ManagedLedgerInfo()
     pi = PositionInfo((3, 4), [3, 6, 8], [[3, 5, [-1, 3]]], {"p": 7})
