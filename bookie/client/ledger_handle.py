@@ -455,9 +455,24 @@ class LedgerHandle:
         """The LAC: local for the writer or a closed ledger, else asked from the bookies."""
         if self._writable or self.is_closed:
             return self._lac
-        res = await read_lac(self._bk, self.ledger_id, self._md, fence=False, master_key=self._master_key)
+        try:
+            res = await read_lac(self._bk, self.ledger_id, self._md, fence=False, master_key=self._master_key)
+        except BKError:
+            # e.g. the last ensemble we know was replaced by the writer: look again
+            await self._refresh_metadata()
+            if self.is_closed:
+                return self._lac
+            res = await read_lac(self._bk, self.ledger_id, self._md, fence=False, master_key=self._master_key)
         self._lac = max(self._lac, res.lac)
         return self._lac
+
+    async def _refresh_metadata(self) -> None:
+        """Readers: pick up the writer's ensemble changes and its close (BookKeeper's readers
+        watch the node; a tailing reader re-reads it whenever a poll brings nothing new)."""
+        md, version = await self._bk.ledger_manager.read(self.ledger_id)
+        self._md, self._version = md, version
+        if md.is_closed:
+            self._lac, self._length = md.last_entry_id, md.length
 
     async def wait_for_last_add_confirmed(self, previous_lac: int, timeout_s: float) -> int:
         """Long poll: return once the LAC is above ``previous_lac`` (or after ``timeout_s``)."""
@@ -470,6 +485,8 @@ class LedgerHandle:
             return self._lac
         lac = await long_poll_lac(self._bk, self.ledger_id, self._md, previous_lac, timeout_s)
         self._lac = max(self._lac, lac)
+        if self._lac <= previous_lac:
+            await self._refresh_metadata()  # closed meanwhile, or now written elsewhere
         return self._lac
 
     def _set_recovered(self, lac: int, length: int) -> None:

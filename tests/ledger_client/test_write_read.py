@@ -196,6 +196,11 @@ async def test_lac_read_and_long_poll(bk, cluster):
     # the writer's own handle answers locally
     assert await lh.read_last_add_confirmed() == 5
     assert await lh.wait_for_last_add_confirmed(4, timeout_s=1) == 5
+    # once the writer closes, a poll that brings nothing new finds the close in the metadata
+    await lh.close()
+    assert not reader.is_closed
+    assert await reader.wait_for_last_add_confirmed(4, timeout_s=0.2) == 5
+    assert reader.is_closed and [e.data for e in await reader.read(4, 5)] == [b"4", b"5"]
 
 
 async def test_delete_and_password(bk):
