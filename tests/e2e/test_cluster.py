@@ -12,28 +12,8 @@ from pathlib import Path
 import httpx
 import pulsar
 
-from tests.fixtures.processes import QuireProcesses, free_port
-
-
-def start_bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int) -> None:
-    port = free_port()
-    data = root / f"bookie{index}"
-    procs("bookie", "--metadata-url", zk_url, "--port", str(port), "--http-port", "0",
-          "--journal-dir", str(data / "journal"), "--ledger-dirs", str(data / "ledgers"),
-          "--set", "journal_pre_alloc_size_mb=1", "--set", "db_storage_write_cache_max_size_mb=16",
-          "--set", "db_storage_read_ahead_cache_max_size_mb=16",
-          "--set", "disk_usage_threshold=0.999", "--set", "disk_usage_lwm_threshold=0.998",
-          ready_port=port)
-
-
-def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000) -> tuple[int, int]:
-    port, web = free_port(), free_port()
-    procs("broker", "--metadata-url", zk_url, "--port", str(port), "--web-port", str(web),
-          "--set", f"metadata_store_session_timeout_millis={session_ms}",
-          "--set", "managed_ledger_default_ensemble_size=2", "--set", "managed_ledger_default_write_quorum=2",
-          "--set", "managed_ledger_default_ack_quorum=2", "--log-level", "WARNING",
-          ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=60)
-    return port, web
+from tests.e2e.conftest import start_bookie, start_broker
+from tests.fixtures.processes import QuireProcesses
 
 
 def test_two_brokers_two_bookies_on_zookeeper(quire_procs: QuireProcesses, zk_url: str, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Produce/consume through a real ``quire standalone`` with the official pulsar-client."""
+"""Produce/consume with the official pulsar-client against a real ``quire standalone`` and a
+real cluster (ZooKeeper + bookie processes + broker process): every test runs on both."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import httpx
 import pulsar
 import pytest
 
-from tests.e2e.conftest import Standalone
+from tests.e2e.conftest import Cluster, Standalone
 
 CT = pulsar.ConsumerType
 
@@ -34,10 +35,10 @@ def drain(consumer: pulsar.Consumer, timeout_ms: int = 500) -> list[pulsar.Messa
     (True, pulsar.CompressionType.LZ4),
     (True, pulsar.CompressionType.ZSTD),
 ])
-def test_sync_and_async_with_keys_properties_event_time(client: pulsar.Client, batching: bool, compression: object) -> None:
+def test_sync_and_async_with_keys_properties_event_time(node_client: pulsar.Client, batching: bool, compression: object) -> None:
     t = topic()
-    consumer = client.subscribe(t, "s", consumer_type=CT.Shared)
-    producer = client.create_producer(t, batching_enabled=batching, compression_type=compression,
+    consumer = node_client.subscribe(t, "s", consumer_type=CT.Shared)
+    producer = node_client.create_producer(t, batching_enabled=batching, compression_type=compression,
                                       batching_max_publish_delay_ms=20)
     ids = [producer.send(f"sync-{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}",
                          event_timestamp=1_000_000 + i) for i in range(5)]
@@ -65,16 +66,16 @@ def test_sync_and_async_with_keys_properties_event_time(client: pulsar.Client, b
     consumer.close()
 
 
-def test_partitioned_topic_routing_and_partition_index(standalone: Standalone, client: pulsar.Client) -> None:
+def test_partitioned_topic_routing_and_partition_index(node: Standalone | Cluster, node_client: pulsar.Client) -> None:
     name = f"e2e-part-{uuid.uuid4().hex[:8]}"
-    r = httpx.put(f"{standalone.admin}/admin/v2/persistent/public/default/{name}/partitions", json=3)
+    r = httpx.put(f"{node.admin}/admin/v2/persistent/public/default/{name}/partitions", json=3)
     assert r.status_code == 204, r.text
-    assert httpx.get(f"{standalone.admin}/admin/v2/persistent/public/default/{name}/partitions").json() == {"partitions": 3}
+    assert httpx.get(f"{node.admin}/admin/v2/persistent/public/default/{name}/partitions").json() == {"partitions": 3}
     t = f"persistent://public/default/{name}"
-    consumer = client.subscribe(t, "s")
-    rr = client.create_producer(t, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+    consumer = node_client.subscribe(t, "s")
+    rr = node_client.create_producer(t, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
                                 batching_enabled=False)
-    single = client.create_producer(t, message_routing_mode=pulsar.PartitionsRoutingMode.UseSinglePartition,
+    single = node_client.create_producer(t, message_routing_mode=pulsar.PartitionsRoutingMode.UseSinglePartition,
                                     batching_enabled=False)
     sent = [rr.send(f"rr-{i}".encode()) for i in range(9)] + [single.send(f"sp-{i}".encode()) for i in range(3)]
     assert {m.partition() for m in sent[:9]} == {0, 1, 2}
@@ -83,14 +84,14 @@ def test_partitioned_topic_routing_and_partition_index(standalone: Standalone, c
     assert sorted(m.data() for m in got) == sorted([f"rr-{i}".encode() for i in range(9)] + [f"sp-{i}".encode() for i in range(3)])
     assert {m.message_id().partition() for m in got} == {0, 1, 2}
     assert sorted(str(m.message_id()) for m in got) == sorted(str(m) for m in sent)
-    stats = httpx.get(f"{standalone.admin}/admin/v2/persistent/public/default/{name}/partitioned-stats").json()
+    stats = httpx.get(f"{node.admin}/admin/v2/persistent/public/default/{name}/partitioned-stats").json()
     assert stats["metadata"]["partitions"] == 3 and stats["msgInCounter"] == 12
 
 
-def test_pattern_subscription(client: pulsar.Client) -> None:
+def test_pattern_subscription(node_client: pulsar.Client) -> None:
     prefix = f"e2e-pat-{uuid.uuid4().hex[:6]}"
-    producers = [client.create_producer(f"persistent://public/default/{prefix}-{i}") for i in range(2)]
-    consumer = client.subscribe(re.compile(f"persistent://public/default/{prefix}-.*"), "s",
+    producers = [node_client.create_producer(f"persistent://public/default/{prefix}-{i}") for i in range(2)]
+    consumer = node_client.subscribe(re.compile(f"persistent://public/default/{prefix}-.*"), "s",
                                 initial_position=pulsar.InitialPosition.Earliest)
     for i, p in enumerate(producers):
         p.send(f"from-{i}".encode())
@@ -98,13 +99,13 @@ def test_pattern_subscription(client: pulsar.Client) -> None:
     assert sorted(m.data() for m in got) == [b"from-0", b"from-1"]
 
 
-def test_dead_letter_queue(client: pulsar.Client) -> None:
+def test_dead_letter_queue(node_client: pulsar.Client) -> None:
     t = topic()
     dlq = t + "-DLQ"
-    consumer = client.subscribe(t, "s", consumer_type=CT.Shared, negative_ack_redelivery_delay_ms=100,
+    consumer = node_client.subscribe(t, "s", consumer_type=CT.Shared, negative_ack_redelivery_delay_ms=100,
                                 dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(
                                     max_redeliver_count=2, dead_letter_topic=dlq, initial_subscription_name="dlq-sub"))
-    producer = client.create_producer(t, batching_enabled=False)
+    producer = node_client.create_producer(t, batching_enabled=False)
     producer.send(b"poison")
     counts = []
     for _ in range(3):
@@ -112,14 +113,14 @@ def test_dead_letter_queue(client: pulsar.Client) -> None:
         counts.append(m.redelivery_count())
         consumer.negative_acknowledge(m)
     assert counts == [0, 1, 2]
-    dead = client.subscribe(dlq, "dlq-sub")
+    dead = node_client.subscribe(dlq, "dlq-sub")
     assert dead.receive(timeout_millis=10000).data() == b"poison"
 
 
-def test_delayed_delivery_on_shared(client: pulsar.Client) -> None:
+def test_delayed_delivery_on_shared(node_client: pulsar.Client) -> None:
     t = topic()
-    consumer = client.subscribe(t, "s", consumer_type=CT.Shared)
-    producer = client.create_producer(t, batching_enabled=False)
+    consumer = node_client.subscribe(t, "s", consumer_type=CT.Shared)
+    producer = node_client.create_producer(t, batching_enabled=False)
     start = time.time()
     producer.send(b"later", deliver_after=__import__("datetime").timedelta(milliseconds=1500))
     producer.send(b"now")
@@ -129,49 +130,49 @@ def test_delayed_delivery_on_shared(client: pulsar.Client) -> None:
     assert second.data() == b"later" and time.time() - start >= 1.4
 
 
-def test_large_messages_and_chunking(client: pulsar.Client) -> None:
+def test_large_messages_and_chunking(node_client: pulsar.Client) -> None:
     t = topic()
-    consumer = client.subscribe(t, "s")
-    big = client.create_producer(t, batching_enabled=False)
+    consumer = node_client.subscribe(t, "s")
+    big = node_client.create_producer(t, batching_enabled=False)
     payload = bytes(range(250)) * 20_000  # 5 MB: fits in one frame under the 5 MiB limit
     big.send(payload)
     assert consumer.receive(timeout_millis=15000).data() == payload
-    chunked = client.create_producer(t, batching_enabled=False, chunking_enabled=True)
+    chunked = node_client.create_producer(t, batching_enabled=False, chunking_enabled=True)
     huge = b"x" * (12 * 1024 * 1024)
     chunked.send(huge)
     got = consumer.receive(timeout_millis=30000)
     assert got.data() == huge
 
 
-def test_reader_from_message_id_and_seek_by_time(client: pulsar.Client) -> None:
+def test_reader_from_message_id_and_seek_by_time(node_client: pulsar.Client) -> None:
     t = topic()
-    producer = client.create_producer(t, batching_enabled=False)
+    producer = node_client.create_producer(t, batching_enabled=False)
     ids = [producer.send(str(i).encode()) for i in range(5)]
     time.sleep(0.05)
     mid_time = int(time.time() * 1000)
     time.sleep(0.05)
     ids += [producer.send(str(i).encode()) for i in range(5, 10)]
-    reader = client.create_reader(t, ids[3])
+    reader = node_client.create_reader(t, ids[3])
     assert reader.read_next(timeout_millis=5000).data() == b"4"
     reader.seek(mid_time)
     assert reader.read_next(timeout_millis=5000).data() == b"5"
-    reader2 = client.create_reader(t, ids[3], start_message_id_inclusive=True)
+    reader2 = node_client.create_reader(t, ids[3], start_message_id_inclusive=True)
     assert reader2.read_next(timeout_millis=5000).data() == b"3"
 
 
-def test_broker_deduplication(standalone: Standalone, client: pulsar.Client) -> None:
+def test_broker_deduplication(node: Standalone | Cluster, node_client: pulsar.Client) -> None:
     t = topic()
-    r = httpx.post(f"{standalone.admin}/admin/v2/namespaces/public/default/deduplication", json=True)
+    r = httpx.post(f"{node.admin}/admin/v2/namespaces/public/default/deduplication", json=True)
     assert r.status_code == 204, r.text
     try:
-        consumer = client.subscribe(t, "s")
-        p = client.create_producer(t, producer_name="dedup-p", batching_enabled=False)
+        consumer = node_client.subscribe(t, "s")
+        p = node_client.create_producer(t, producer_name="dedup-p", batching_enabled=False)
         for seq in [0, 1, 2, 1, 2, 3]:
             p.send(f"m{seq}".encode(), sequence_id=seq)
         got = drain(consumer, 1000)
         assert [m.data() for m in got] == [b"m0", b"m1", b"m2", b"m3"]
         p.close()
-        p2 = client.create_producer(t, producer_name="dedup-p", batching_enabled=False)
+        p2 = node_client.create_producer(t, producer_name="dedup-p", batching_enabled=False)
         assert p2.last_sequence_id() == 3
     finally:
-        httpx.delete(f"{standalone.admin}/admin/v2/namespaces/public/default/deduplication")
+        httpx.delete(f"{node.admin}/admin/v2/namespaces/public/default/deduplication")
