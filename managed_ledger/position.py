@@ -1,13 +1,13 @@
 """Positions and entries: the only coordinates the broker sees.
 
 A position is (ledger id, entry id); positions order first by ledger, then by entry, which
-is also the order in which they were written because ledger ids grow. `Position` is a
-NamedTuple (frozen, ordered, hashable, with attribute access).
+is also the order in which they were written because ledger ids grow. `Position` and
+`Entry` are NamedTuples (frozen, ordered, hashable, with attribute access). Hot paths build
+them with ``tuple.__new__(Position, (l, e))``, which skips the Python-level ``__new__``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -33,8 +33,10 @@ class Position(NamedTuple):
         return (self.ledger_id, self.entry_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """An entry read from the managed ledger; a NamedTuple for the same reason as
+    Position (cursor reads create one per entry)."""
+
     position: Position
     data: bytes
 
