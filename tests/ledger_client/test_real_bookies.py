@@ -52,7 +52,8 @@ async def test_write_kill_bookie_mid_stream_recover(zk_store, zk_url, quire_proc
         victim = by_id[lh.metadata.last_ensemble[0]]
 
         async def kill_soon():
-            await trio.sleep(0.05)
+            while lh.last_add_confirmed < 600:  # mid-stream whatever the machine's speed
+                await trio.sleep(0.001)
             victim.kill()
 
         async with trio.open_nursery() as n:
