@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -310,8 +311,24 @@ class AdminApi:
                 raise ConflictError(f"Non-partitioned topic {name} already exists")
             await self.ns.create_partitioned(name, body)
         else:
+            old = await self.ns.partitions(name)
             await self.ns.update_partitioned(name, body)
+            await self._extend_subscriptions(name, old, body)
         return None
+
+    async def _extend_subscriptions(self, name: TopicName, old: int, new: int) -> None:
+        """New partitions get the durable subscriptions the existing ones have (as Pulsar
+        does), so consumers of the partitioned topic see no gap."""
+        subs: set[str] = set()
+        for i in range(old):
+            p = name.partition(i)
+            if await self.service.topic_exists(p):
+                topic = await self._loaded(p)
+                subs.update(n for n, s in topic.subscriptions.items() if s.durable)
+        for i in range(old, new):
+            topic = await self.service.get_topic(name.partition(i), create=True)
+            for sub in sorted(subs - set(topic.subscriptions)):
+                await topic.create_subscription(sub, EARLIEST)
 
     @_wrap
     async def stats(self, request: Request) -> Any:
@@ -518,7 +535,13 @@ def build_app(service: "BrokerService") -> Starlette:
         Route("/metrics", api.metrics(), methods=["GET"]),
         Route("/metrics/", api.metrics(), methods=["GET"]),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    # Unknown paths (404) and methods (405) answer in the same JSON shape as every other error.
+    assert isinstance(exc, HTTPException)
+    return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
 
 
 async def serve_admin(service: "BrokerService", host: str, port: int, *, task_status: Any) -> None:

@@ -33,6 +33,8 @@ class _TopicCollector(Collector):
             "pulsar_msg_backlog": GaugeMetricFamily("pulsar_msg_backlog", "entries not yet acked, all subscriptions", labels=labels),
             "pulsar_in_messages_total": GaugeMetricFamily("pulsar_in_messages_total", "messages received", labels=labels),
             "pulsar_in_bytes_total": GaugeMetricFamily("pulsar_in_bytes_total", "bytes received", labels=labels),
+            "pulsar_out_messages_total": GaugeMetricFamily("pulsar_out_messages_total", "messages dispatched", labels=labels),
+            "pulsar_out_bytes_total": GaugeMetricFamily("pulsar_out_bytes_total", "bytes dispatched", labels=labels),
             "pulsar_rate_in": GaugeMetricFamily("pulsar_rate_in", "messages/s published", labels=labels),
             "pulsar_rate_out": GaugeMetricFamily("pulsar_rate_out", "messages/s dispatched", labels=labels),
             "pulsar_throughput_in": GaugeMetricFamily("pulsar_throughput_in", "bytes/s published", labels=labels),
@@ -50,6 +52,10 @@ class _TopicCollector(Collector):
             fams["pulsar_in_messages_total"].add_metric(lv, topic.msg_in)
             fams["pulsar_in_bytes_total"].add_metric(lv, topic.bytes_in)
             consumers = [c for s in subs for c in s.consumers]
+            fams["pulsar_out_messages_total"].add_metric(
+                lv, sum(s.msg_out_closed for s in subs) + sum(c.msg_out for c in consumers))
+            fams["pulsar_out_bytes_total"].add_metric(
+                lv, sum(s.bytes_out_closed for s in subs) + sum(c.bytes_out for c in consumers))
             fams["pulsar_rate_in"].add_metric(lv, topic.rates.get("msgRateIn"))
             fams["pulsar_throughput_in"].add_metric(lv, topic.rates.get("msgThroughputIn"))
             fams["pulsar_rate_out"].add_metric(lv, sum(c.rates.get("msgRateOut") for c in consumers))

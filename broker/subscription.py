@@ -73,6 +73,9 @@ class Subscription:
         self.last_consumed_ms = 0
         self.last_acked_ms = 0
         self.msg_expired = 0
+        # Counters of consumers that left: the subscription's totals never go backwards.
+        self.msg_out_closed = 0
+        self.bytes_out_closed = 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -143,6 +146,8 @@ class Subscription:
             return
         consumer.closed = True
         self.consumers.remove(consumer)
+        self.msg_out_closed += consumer.msg_out
+        self.bytes_out_closed += consumer.bytes_out
         assert self.router is not None
         self.router.remove_consumer(consumer)
         was_active = isinstance(self.router, SingleActiveRouter) and self.router.active is consumer
@@ -444,8 +449,8 @@ class Subscription:
         return {
             "msgRateOut": sum(c["msgRateOut"] for c in consumers),
             "msgThroughputOut": sum(c["msgThroughputOut"] for c in consumers),
-            "bytesOutCounter": sum(c.bytes_out for c in self.consumers),
-            "msgOutCounter": sum(c.msg_out for c in self.consumers),
+            "bytesOutCounter": self.bytes_out_closed + sum(c.bytes_out for c in self.consumers),
+            "msgOutCounter": self.msg_out_closed + sum(c.msg_out for c in self.consumers),
             "msgRateRedeliver": sum(c["msgRateRedeliver"] for c in consumers),
             "msgBacklog": backlog,
             "msgBacklogNoDelayed": max(0, backlog - len(self.delayed)),

@@ -1,14 +1,51 @@
-"""Admin REST API (Pulsar paths and JSON shapes), lookup and metrics on a real standalone."""
+"""Admin REST API (Pulsar paths and JSON shapes), lookup and metrics on a real standalone.
+
+The module's standalone is configured by a TOML file (broker and ``[bookie]`` tables) with
+flags overriding it, so this also checks configuration layering on a real process.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
+from pathlib import Path
+from typing import Iterator
 
 import httpx
 import pulsar
+import pytest
 
-from tests.e2e.conftest import Standalone
+from tests.e2e.conftest import Standalone, start_standalone
+
+CONF = """
+[broker]
+web_service_port = 1            # overridden by --web-port
+stats_update_frequency_in_secs = 1
+
+[bookie]
+journal_pre_alloc_size_mb = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    base = tmp_path_factory.mktemp("admin")
+    (base / "quire.toml").write_text(CONF)
+    node = start_standalone(base, "--conf", str(base / "quire.toml"))
+    try:
+        yield node
+    finally:
+        assert node.proc.terminate() == 0
+        print(node.proc.log_tail(30))
+
+
+def test_toml_config_and_flags(standalone: Standalone) -> None:
+    # the flag won over the file (the admin API answers on --web-port) and the [bookie]
+    # table reached the embedded bookie: its journal file is preallocated with 1 MB
+    journals = list(Path(standalone.data_dir, "bookkeeper", "journal", "current").glob("*.txn"))
+    assert journals and all(j.stat().st_size <= 2 * 1024 * 1024 for j in journals)
+    assert httpx.get(f"{standalone.admin}/admin/v2/clusters").json() == ["standalone"]
 
 
 def test_tenants_namespaces_and_policies(standalone: Standalone) -> None:
@@ -123,3 +160,145 @@ def test_reset_cursor_by_id_and_namespace_unload(standalone: Standalone, client:
     assert a.put("/admin/v2/namespaces/public/default/unload").status_code == 204
     producer.send(b"after-namespace-unload")  # clients reconnect to the reloaded topic
     assert a.get(base + "/stats").json()["msgInCounter"] == 1
+
+
+def test_clusters_tenants_and_json_errors(standalone: Standalone) -> None:
+    a = httpx.Client(base_url=standalone.admin)
+    info = a.get("/admin/v2/clusters/standalone").json()
+    assert info["brokerServiceUrl"] == standalone.url and info["serviceUrl"] == standalone.admin
+    missing = a.get("/admin/v2/clusters/nope")
+    assert missing.status_code == 404 and "nope" in missing.json()["reason"]
+    assert a.put("/admin/v2/clusters/other", json={"serviceUrl": "http://other:8080"}).status_code == 204
+    assert a.put("/admin/v2/clusters/other", json={}).status_code == 409
+    assert set(a.get("/admin/v2/clusters").json()) == {"standalone", "other"}
+    assert a.delete("/admin/v2/clusters/other").status_code == 204
+    assert a.delete("/admin/v2/clusters/other").status_code == 404
+    tenant = f"t{uuid.uuid4().hex[:6]}"
+    assert a.put(f"/admin/v2/tenants/{tenant}", json={"allowedClusters": ["standalone"]}).status_code == 204
+    assert a.post(f"/admin/v2/tenants/{tenant}", json={"adminRoles": ["ops"], "allowedClusters": ["standalone"]}).status_code == 204
+    assert a.get(f"/admin/v2/tenants/{tenant}").json()["adminRoles"] == ["ops"]
+    assert a.get("/admin/v2/tenants/nope").status_code == 404
+    assert a.put(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
+    assert a.delete(f"/admin/v2/tenants/{tenant}").status_code == 409  # still has a namespace
+    assert a.put("/admin/v2/namespaces/no-such-tenant/ns").status_code == 404
+    assert a.delete(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
+    assert a.delete(f"/admin/v2/tenants/{tenant}").status_code == 204
+    # unknown paths and methods answer in the same JSON error shape
+    for r in (a.get("/admin/v2/no-such-thing"), a.patch("/admin/v2/tenants/public")):
+        assert r.status_code in (404, 405) and r.json()["reason"]
+    assert a.get("/lookup/v2/topic/persistent/public/no-such-ns/t").status_code == 404
+
+
+def test_namespace_deduplication_ttl_and_delete_with_topics(standalone: Standalone, client: pulsar.Client) -> None:
+    a = httpx.Client(base_url=standalone.admin)
+    ns = f"public/ns{uuid.uuid4().hex[:6]}"
+    assert a.put(f"/admin/v2/namespaces/{ns}").status_code == 204
+    assert a.get(f"/admin/v2/namespaces/{ns}/deduplication").status_code == 204  # not set
+    assert a.post(f"/admin/v2/namespaces/{ns}/deduplication", json=True).status_code == 204
+    assert a.get(f"/admin/v2/namespaces/{ns}/deduplication").json() is True
+    assert a.post(f"/admin/v2/namespaces/{ns}/deduplication", json="yes").status_code == 400
+    assert a.delete(f"/admin/v2/namespaces/{ns}/deduplication").status_code == 204
+    assert a.get(f"/admin/v2/namespaces/{ns}/deduplication").status_code == 204
+    assert a.post(f"/admin/v2/namespaces/{ns}/messageTTL", json=-5).status_code == 412
+    assert a.post(f"/admin/v2/namespaces/{ns}/messageTTL", json=30).status_code == 204
+    assert a.get(f"/admin/v2/namespaces/{ns}").json()["message_ttl_in_seconds"] == 30
+    assert a.delete(f"/admin/v2/namespaces/{ns}/messageTTL").status_code == 204
+    assert a.get(f"/admin/v2/namespaces/{ns}/messageTTL").status_code == 204
+    assert a.post(f"/admin/v2/namespaces/{ns}/retention", json=[1, 2]).status_code == 400
+    assert a.post(f"/admin/v2/namespaces/{ns}/retention", json={"retentionTimeInMinutes": -1,
+                                                                "retentionSizeInMB": -1}).status_code == 204
+    producer = client.create_producer(f"persistent://{ns}/t")
+    producer.send(b"x")
+    assert a.delete(f"/admin/v2/namespaces/{ns}").status_code == 409  # has a topic
+    assert a.delete(f"/admin/v2/persistent/{ns}/t").status_code == 412  # has a producer
+    producer.close()
+    assert a.delete(f"/admin/v2/namespaces/{ns}").status_code == 409
+    assert a.delete(f"/admin/v2/namespaces/{ns}", params={"force": "true"}).status_code == 204
+    assert a.get(f"/admin/v2/namespaces/{ns}").status_code == 404
+
+
+def test_partitioned_topic_admin(standalone: Standalone, client: pulsar.Client) -> None:
+    a = httpx.Client(base_url=standalone.admin)
+    name = f"padm-{uuid.uuid4().hex[:6]}"
+    base = f"/admin/v2/persistent/public/default/{name}"
+    assert a.put(base + "/partitions", json=2).status_code == 204
+    assert a.put(base, json=None).status_code == 409  # a partitioned topic of that name exists
+    assert f"persistent://public/default/{name}" in a.get("/admin/v2/persistent/public/default/partitioned").json()
+    assert a.post(base).status_code == 204  # creates the missing partitions
+    topics = a.get("/admin/v2/persistent/public/default").json()
+    assert {f"persistent://public/default/{name}-partition-{i}" for i in range(2)} <= set(topics)
+    assert a.put(base + "/subscription/ps", json={"ledgerId": -1, "entryId": -1}).status_code == 204
+    assert a.get(base + "/subscriptions").json() == ["ps"]
+    producer = client.create_producer(f"persistent://public/default/{name}", batching_enabled=False,
+                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(6):
+        producer.send(f"{i}".encode())
+    stats = a.get(base + "/partitioned-stats", params={"perPartition": "true"}).json()
+    assert stats["msgInCounter"] == 6 and stats["subscriptions"]["ps"]["msgBacklog"] == 6
+    assert len(stats["partitions"]) == 2 and len(stats["publishers"]) == 2
+    assert a.post(base + "/subscription/ps/skip/1").status_code == 204  # one per partition
+    assert a.get(base + "/partitioned-stats").json()["subscriptions"]["ps"]["msgBacklog"] == 4
+    assert a.post(base + "/subscription/ps/skip_all").status_code == 204
+    assert a.get(base + "/partitioned-stats").json()["subscriptions"]["ps"]["msgBacklog"] == 0
+    assert a.post(base + "/subscription/ps/resetcursor/0").status_code == 204
+    assert a.get(base + "/partitioned-stats").json()["subscriptions"]["ps"]["msgBacklog"] == 6
+    internal = a.get(base + "-partition-0/internalStats").json()
+    assert internal["cursors"]["ps"]["markDeletePosition"] and internal["ledgers"]
+    assert a.post(base + "/partitions", json=3).status_code == 204
+    assert len(client.get_topic_partitions(f"persistent://public/default/{name}")) == 3
+    producer.close()
+    assert a.delete(base + "/subscription/ps").status_code == 204
+    assert a.delete(base).status_code == 412  # partitioned: use the partitions endpoint
+    assert a.delete(base + "/partitions").status_code == 204
+    assert a.get(base + "/partitions").json() == {"partitions": 0}
+
+
+def _scrape(standalone: Standalone, topic: str) -> dict[str, float]:
+    """Metric name -> value for the series of ``topic`` and the broker-wide series."""
+    out: dict[str, float] = {}
+    for line in httpx.get(f"{standalone.admin}/metrics").text.splitlines():
+        m = re.match(r'^(\w+)(\{[^}]*\})? (\S+)$', line)
+        if m and (m.group(2) is None or f'topic="{topic}"' in m.group(2) or "topic=" not in m.group(2)):
+            if m.group(2) and "le=" in m.group(2):
+                continue
+            out[m.group(1)] = float(m.group(3))
+    return out
+
+
+def test_metrics_series_move(standalone: Standalone, client: pulsar.Client) -> None:
+    t = f"persistent://public/default/mv-{uuid.uuid4().hex[:6]}"
+    consumer = client.subscribe(t, "s")
+    producer = client.create_producer(t, batching_enabled=False)
+    producer.send(b"warm-up")
+    consumer.acknowledge(consumer.receive(timeout_millis=5000))
+    before = _scrape(standalone, t)
+    # A steady trickle for longer than the rate period (stats_update_frequency_in_secs = 1):
+    # the last computed rates cover part of it.
+    n, end = 0, time.monotonic() + 2.2
+    while time.monotonic() < end:
+        producer.send(b"x" * 100)
+        n += 1
+        time.sleep(0.02)
+    got = [consumer.receive(timeout_millis=5000) for _ in range(n)]  # dispatched already
+    mid = _scrape(standalone, t)
+    assert mid["pulsar_rate_in"] > 0 and mid["pulsar_throughput_in"] > 0
+    assert mid["pulsar_rate_out"] > 0 and mid["pulsar_throughput_out"] > 0
+    assert mid["pulsar_in_messages_total"] - before["pulsar_in_messages_total"] == n
+    assert mid["pulsar_in_bytes_total"] - before["pulsar_in_bytes_total"] >= 100 * n
+    assert mid["pulsar_out_messages_total"] - before["pulsar_out_messages_total"] == n
+    assert mid["pulsar_broker_in_messages_total"] - before["pulsar_broker_in_messages_total"] >= n
+    assert mid["pulsar_msg_backlog"] == n  # received, not yet acknowledged
+    assert mid["pulsar_storage_size"] >= before["pulsar_storage_size"] + 100 * n
+    assert mid["pulsar_producers_count"] == 1 and mid["pulsar_consumers_count"] == 1
+    assert mid["pulsar_broker_publish_latency_seconds_count"] - before["pulsar_broker_publish_latency_seconds_count"] >= n
+    assert mid["pulsar_broker_dispatch_latency_seconds_count"] > before["pulsar_broker_dispatch_latency_seconds_count"]
+    for m in got:
+        consumer.acknowledge(m)
+    producer.close()
+    consumer.close()
+    deadline = time.monotonic() + 10
+    while (after := _scrape(standalone, t))["pulsar_msg_backlog"] and time.monotonic() < deadline:
+        time.sleep(0.1)  # acks are grouped by the client for 100 ms
+    assert after["pulsar_msg_backlog"] == 0
+    assert after["pulsar_producers_count"] == 0 and after["pulsar_consumers_count"] == 0
+    assert after["pulsar_out_messages_total"] == mid["pulsar_out_messages_total"]  # counters never go back
