@@ -89,6 +89,8 @@ class ManagedLedger:
         self.last_confirmed_entry = Position(-1, -1)
         self.entries_added_counter = 0
         self._max_rollover_ms = jittered_max_rollover_ms(config)
+        # rollover limits copied out of the config: the add path reads them per entry
+        self._max_entries = config.max_entries_per_ledger
         self._max_size_bytes = config.max_size_per_ledger_bytes
         self._readers_waiting = 0
         self.cursors: dict[str, "ManagedCursor"] = {}
@@ -371,7 +373,7 @@ class ManagedLedger:
             self.state is State.LEDGER_OPENED
             and lh is not None
             and self._turn == self._tickets  # nobody waiting for a turn
-            and self._reserved_entries < self.config.max_entries_per_ledger
+            and self._reserved_entries < self._max_entries
             and self._reserved_size < self._max_size_bytes
             and self._slots_free > 0
         ):
@@ -396,16 +398,19 @@ class ManagedLedger:
             self._write_failed(lh, e)
             raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
         finally:
-            # release the add slot (handed straight to the first waiter, if any)
-            if self._slot_waiters:
-                self._slot_waiters.popleft().set()
-            else:
+            # release the add slot, handed straight to the first waiter if any (waiters
+            # only exist while no slot is free: the deque is not touched otherwise)
+            if self._slots_free or not self._slot_waiters:
                 self._slots_free += 1
+            else:
+                self._slot_waiters.popleft().set()
             left = inflight[ledger_id] = inflight[ledger_id] - 1
             if left == 0 and ledger_id in self._drained:
                 self._drained.pop(ledger_id).set()
         pos = _new_tuple(Position, (ledger_id, entry_id))  # = Position(...), minus a Python frame
-        info = self._by_id.get(ledger_id)
+        info = self._current_info
+        if info is None or info.ledger_id != ledger_id:
+            info = self._by_id.get(ledger_id)  # an add of the previous ledger, completing late
         if info is not None:
             if entry_id >= info.entries:
                 info.entries = entry_id + 1
@@ -417,7 +422,7 @@ class ManagedLedger:
             self.cache.insert_new(pos, data)
         if self._readers_waiting:
             self._wake_readers()
-        if entry_id == 0 or self._reserved_entries >= self.config.max_entries_per_ledger or self._reserved_size >= self._max_size_bytes:
+        if entry_id == 0 or self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes:
             self._after_first_or_full(ledger_id, entry_id)
         return pos
 
@@ -493,7 +498,7 @@ class ManagedLedger:
             self._rearm_background()  # arm the max-rollover-time timer of this ledger
         if (
             # size/count only here (time is the background loop's job)
-            (self._reserved_entries >= self.config.max_entries_per_ledger or self._reserved_size >= self._max_size_bytes)
+            (self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes)
             and self.state == State.LEDGER_OPENED
             and self._current is not None
             and self._current.ledger_id == ledger_id
@@ -856,6 +861,7 @@ class ManagedLedger:
         """Change settings at runtime (retention, TTL, rollover); retention applies at the
         next trim, which is scheduled now."""
         self.config = self.config.replace(**changes)
+        self._max_entries = self.config.max_entries_per_ledger
         self._max_size_bytes = self.config.max_size_per_ledger_bytes
         if any(k.startswith("maximum_rollover") for k in changes):
             self._max_rollover_ms = jittered_max_rollover_ms(self.config, random.Random())
