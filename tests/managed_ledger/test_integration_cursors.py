@@ -1,6 +1,6 @@
 """Cursors against real bookie processes and a real ZooKeeper: throttled positions and the
-cursor ledger across a SIGKILL of the owner, message TTL, seek by publish time, readers
-moved by trims, and the internal stats."""
+cursor ledger across a SIGKILL of the owner, the metadata-node fallback when the bookies
+fail, message TTL, seek by publish time, readers moved by trims, and the internal stats."""
 
 from __future__ import annotations
 
@@ -188,3 +188,21 @@ async def test_internal_stats_shape(bookie, zk_url, ml_config) -> None:
         assert sub["messagesInBacklog"] == 3
         assert s["cursors"]["reader"]["durable"] is False
         assert s["cursors"]["reader"]["readPosition"] == str(ps[0]) == str(reader.read_position)
+
+
+async def test_cursor_position_falls_back_to_the_node_when_bookies_fail(bookie, zk_url, ml_config) -> None:
+    cfg = ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)
+    async with owner(zk_url, cfg) as f:
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("sub", "earliest")
+        ps = [await ml.add_entry(b"%d" % i) for i in range(10)]
+        await c.mark_delete(ps[2])
+        node = decode_cursor_info((await f.store.get(c.path))[0])
+        assert node.cursors_ledger_id > 0  # the position went to the cursor ledger
+        bookie.kill()
+        with trio.fail_after(30):
+            await c.mark_delete(ps[6])  # the cursor ledger write fails: the node takes it
+        node = decode_cursor_info((await f.store.get(c.path))[0])
+        assert node.cursors_ledger_id == -1 and node.position is not None
+        assert node.position.mark_delete == ps[6].as_tuple()
+        assert c.stats()["state"] == "NoLedger"
