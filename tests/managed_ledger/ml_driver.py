@@ -4,7 +4,8 @@ Usage: ``python -m tests.managed_ledger.ml_driver ZK_URL NAME [CONFIG_JSON]``. I
 managed ledger and a durable cursor ``sub`` (earliest), prints ``{"ready": ...}``, then runs
 one JSON command per stdin line and answers with one JSON line on stdout:
 ``{"op": "add", "n": N}`` (N pipelined adds) -> ``{"positions": ["L:E", ...]}``;
-``{"op": "mark_delete", "position": "L:E"}`` / ``{"op": "delete", "positions": [...]}`` ->
+``{"op": "mark_delete", "position": "L:E"[, "properties": {...}]}`` /
+``{"op": "delete", "positions": [...][, "ack_sets": {"L:E": [words]}]}`` ->
 ``{"ok": true}`` once persisted (with ``throttle_mark_delete`` set, once accepted: a
 throttled position stays dirty); ``{"op": "flush"}`` persists a dirty position ->
 ``{"ok": true}``; ``{"op": "stats"}`` -> the managed ledger's internal stats. Errors come
@@ -55,10 +56,11 @@ async def main(zk_url: str, name: str, config_json: str) -> None:
                                 n.start_soon(add, i)
                         emit({"positions": [str(p) for p in sorted(p for p in out if p is not None)]})
                     elif cmd["op"] == "mark_delete":
-                        await cursor.mark_delete(Position.parse(cmd["position"]))
+                        await cursor.mark_delete(Position.parse(cmd["position"]), cmd.get("properties"))
                         emit({"ok": True})
                     elif cmd["op"] == "delete":
-                        await cursor.delete([Position.parse(p) for p in cmd["positions"]])
+                        ack_sets = {Position.parse(p): words for p, words in cmd.get("ack_sets", {}).items()}
+                        await cursor.delete([Position.parse(p) for p in cmd["positions"]], ack_sets or None)
                         emit({"ok": True})
                     elif cmd["op"] == "flush":
                         await cursor.flush()

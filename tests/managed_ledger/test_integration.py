@@ -54,16 +54,20 @@ async def test_cursor_recovery_after_sigkill_of_owner(driver, zk_url, ml_config)
     assert "ready" in await d.reply()
     positions = [Position.parse(p) for p in (await d.call(op="add", n=300))["positions"]]
     assert len(positions) == 300 and len({p.ledger_id for p in positions}) == 3
-    assert await d.call(op="mark_delete", position=str(positions[49])) == {"ok": True}
+    assert await d.call(op="mark_delete", position=str(positions[49]), properties={"dedup": 42}) == {"ok": True}
     holes = positions[51:150:2]  # 50 individual acks -> 50 ranges above the mark-delete
     assert await d.call(op="delete", positions=[str(p) for p in holes]) == {"ok": True}
+    # batch-index acks of entry 200: messages 0 and 1 of 4 acked, bits 2 and 3 still set
+    batch = {str(positions[200]): [0b1100]}
+    assert await d.call(op="delete", positions=[str(positions[200])], ack_sets=batch) == {"ok": True}
     d.kill()  # SIGKILL: no close, no final flush
     async with owner(zk_url, ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)) as f:
         ml = await f.open(NAME)
         assert ml.number_of_entries == 300  # every acknowledged add survived
         c = ml.cursors["sub"]
-        assert c.mark_delete_position == positions[49]
+        assert c.mark_delete_position == positions[49] and c.properties == {"dedup": 42}
         assert len(c.individually_deleted_ranges) == 50
+        assert c.batch_deleted_indexes == {positions[200]: [0b1100]}
         assert c.number_of_entries_in_backlog == 300 - 50 - 50
         got = []
         while batch := await c.read_entries(100):
