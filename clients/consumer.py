@@ -456,20 +456,31 @@ class Consumer(ConsumerBase):
                 )
         else:
             try:
-                items = batch_codec.parse_batch(data, n)
+                items = batch_codec.split_batch(data, n)
             except ProtocolError:
                 self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, n)
                 return
-            # Hot loop (one iteration per message): positional arguments, no per-message dicts.
+            # Hot loop (one iteration per message): positional arguments, no per-message dicts;
+            # plain records (smm None: no properties/keys/event time) skip protobuf entirely.
             deliver = batch_codec.unacked_indexes(list(cmd.ack_set), n) if cmd.ack_set else None
             first_seq = meta.sequence_id
-            for i, (smm, body) in enumerate(items):
-                if (deliver is not None and i not in deliver) or smm.compacted_out:
+            for i, (smm, seq, body) in enumerate(items):
+                if deliver is not None and i not in deliver:
                     continue
                 if self._start_filter is not None and self._is_prior(ledger, entry, i):
                     continue
                 mid = MessageId(partition, ledger, entry, i)
                 mid.batch_size = n
+                if smm is None:
+                    out.append(
+                        Message(
+                            bytes(body), mid, topic, None, "", b"", publish_time, 0, redelivery, producer_name,
+                            seq if seq >= 0 else first_seq + i, False, schema, self,
+                        )
+                    )
+                    continue
+                if smm.compacted_out:
+                    continue
                 out.append(
                     Message(
                         bytes(body), mid, topic,

@@ -62,34 +62,97 @@ def batch_entry_size(meta: SingleMessageMetadata, payload_len: int) -> int:
     return 4 + meta.ByteSize() + payload_len + 2  # +2: payload_size varint may grow when set
 
 
-def parse_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata, memoryview]]:
-    """Split a (decompressed) batch payload into ``count`` (metadata, payload view) pairs."""
+def parse_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata, bytes]]:
+    """Split a (decompressed) batch payload into ``count`` (metadata, payload) pairs."""
+    out: list[tuple[SingleMessageMetadata, bytes]] = []
+    for meta, seq, body in split_batch(payload, count):
+        if meta is None:
+            meta = SingleMessageMetadata(payload_size=len(body))
+            if seq >= 0:
+                meta.sequence_id = seq
+        out.append((meta, body))
+    return out
+
+
+def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata | None, int, bytes]]:
+    """Split a batch payload into ``count`` (metadata, sequence id, payload) triples.
+
+    Records whose metadata holds nothing but ``payload_size`` and ``sequence_id`` (what
+    producers write for messages without properties, keys or event time) are read without a
+    protobuf object: ``(None, sequence_id or -1, payload)``. Others come back as
+    ``(SingleMessageMetadata, -1, payload)``. This is the consumer's per-message hot path, so
+    it works on ``bytes`` (indexing is cheaper than on a memoryview) and slices payloads out."""
     if count < 0:
         raise BatchFormatError(f"negative batch size {count}")
-    view = memoryview(payload)
-    out: list[tuple[SingleMessageMetadata, memoryview]] = []
+    buf = payload if type(payload) is bytes else bytes(payload)
+    end_all = len(buf)
+    out: list[tuple[SingleMessageMetadata | None, int, bytes]] = []
+    append, unpack = out.append, _U32.unpack_from
     pos = 0
     for i in range(count):
-        if len(view) - pos < 4:
+        if end_all - pos < 4:
             raise BatchFormatError(f"batch truncated before message {i} of {count}")
-        (meta_size,) = _U32.unpack_from(view, pos)
+        (meta_size,) = unpack(buf, pos)
         pos += 4
-        if meta_size > len(view) - pos:
+        meta_end = pos + meta_size
+        if meta_end > end_all:
             raise BatchFormatError(f"message {i}: metadata size {meta_size} runs past the batch")
-        meta = SingleMessageMetadata()
-        try:
-            meta.ParseFromString(view[pos : pos + meta_size])
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            raise BatchFormatError(f"message {i}: bad SingleMessageMetadata: {exc}") from None
-        if not meta.IsInitialized():
-            raise BatchFormatError(f"message {i}: SingleMessageMetadata without payload_size")
-        pos += meta_size
-        size = meta.payload_size
-        if size < 0 or size > len(view) - pos:
+        if meta_size == 4 and buf[pos] == 0x18 and buf[pos + 2] == 0x40 and buf[pos + 1] < 0x80 and buf[pos + 3] < 0x80:
+            meta, size, seq = None, buf[pos + 1], buf[pos + 3]  # both fields fit in one byte
+        else:
+            plain = _plain_fields(buf, pos, meta_end)
+            if plain is not None:
+                meta, (size, seq) = None, plain
+            else:
+                meta, seq = _full_metadata(buf[pos:meta_end], i), -1
+                size = meta.payload_size
+        pos = meta_end
+        if size < 0 or size > end_all - pos:
             raise BatchFormatError(f"message {i}: payload size {size} runs past the batch")
-        out.append((meta, view[pos : pos + size]))
+        append((meta, seq, buf[pos : pos + size]))
         pos += size
     return out
+
+
+def _plain_fields(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """``(payload_size, sequence_id or -1)`` if the metadata is exactly field 3 [+ field 8]."""
+    if end - pos < 2 or buf[pos] != 0x18:
+        return None
+    size, pos = _read_varint(buf, pos + 1, end)
+    if size < 0:
+        return None
+    if pos == end:
+        return size, -1
+    if buf[pos] != 0x40:
+        return None
+    seq, pos = _read_varint(buf, pos + 1, end)
+    if seq < 0 or pos != end:
+        return None
+    return size, seq
+
+
+def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position), or (-1, pos) when the varint runs past ``end`` or is too long."""
+    value = shift = 0
+    while pos < end and shift < 64:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    return -1, pos
+
+
+def _full_metadata(raw: bytes, index: int) -> SingleMessageMetadata:
+    meta = SingleMessageMetadata()
+    try:
+        meta.ParseFromString(raw)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise BatchFormatError(f"message {index}: bad SingleMessageMetadata: {exc}") from None
+    if not meta.IsInitialized():
+        raise BatchFormatError(f"message {index}: SingleMessageMetadata without payload_size")
+    return meta
 
 
 # ---------------------------------------------------------------------------------------------

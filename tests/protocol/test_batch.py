@@ -40,6 +40,24 @@ def test_plain_metadata_matches_protobuf(payload_size: int, sequence_id: int) ->
     assert b.plain_message_metadata(payload_size, sequence_id) == expected
 
 
+@given(st.lists(st.tuples(st.binary(max_size=200), st.integers(0, 2**64 - 1)), max_size=10))
+def test_split_batch_reads_plain_records_without_protobuf(items: list[tuple[bytes, int]]) -> None:
+    payload = b.serialize_batch((b.plain_message_metadata(len(data), seq), data) for data, seq in items)
+    assert b.split_batch(payload, len(items)) == [(None, seq, data) for data, seq in items]
+
+
+def test_split_batch_falls_back_to_protobuf() -> None:
+    payload = b.serialize_batch([
+        (c.single_message_metadata(0, sequence_id=1), b"plain"),
+        (c.single_message_metadata(0, properties={"k": "v"}, sequence_id=2), b"props"),
+        (c.single_message_metadata(0), b"no-seq"),
+    ])
+    (m0, s0, p0), (m1, s1, p1), (m2, s2, p2) = b.split_batch(payload, 3)
+    assert (m0, s0, p0) == (None, 1, b"plain") and (m2, s2, p2) == (None, -1, b"no-seq")
+    assert m1 is not None and m1.properties[0].value == "v" and m1.sequence_id == 2 and (s1, p1) == (-1, b"props")
+    assert not b.parse_batch(payload, 3)[2][0].HasField("sequence_id")
+
+
 def test_serialize_batch_takes_pre_encoded_metadata() -> None:
     mixed = b.serialize_batch([(b.plain_message_metadata(3, 7), b"abc"), (c.single_message_metadata(0), b"de")])
     parsed = b.parse_batch(mixed, 2)
