@@ -48,8 +48,10 @@ class ManagedLedgerConfig:
     # per-message check uses ManagedCursor.expire_entries with the publish time)
     message_ttl_seconds: int = 0
     message_expiry_check_interval_seconds: float = 300  # Pulsar: messageExpiryCheckIntervalInMinutes=5
-    # entry cache shared by the factory's managed ledgers
+    # entry cache shared by the factory's managed ledgers; past the budget it evicts down
+    # to watermark x budget (Pulsar: managedLedgerCacheSizeMB, managedLedgerCacheEvictionWatermark)
     cache_size_mb: int = 64
+    cache_eviction_watermark: float = 0.9
     # adds waiting behind a rollover or in flight, per managed ledger
     max_pending_adds: int = 4000  # below the ledger client's throttle (5000) so ids stay in call order
     # entries fetched per ledger-client read when filling a cursor read

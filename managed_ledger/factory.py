@@ -25,7 +25,7 @@ class ManagedLedgerFactory:
         self.store = store
         self.bk = bk
         self.config = config or ManagedLedgerConfig()
-        self.cache_manager = EntryCacheManager(self.config.cache_size_mb * MB)
+        self.cache_manager = EntryCacheManager(self.config.cache_size_mb * MB, self.config.cache_eviction_watermark)
         self._ledgers: dict[str, ManagedLedger] = {}
         self._opening: dict[str, trio.Lock] = {}
         self._nursery: trio.Nursery | None = None
