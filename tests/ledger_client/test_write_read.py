@@ -237,3 +237,15 @@ async def test_ids_follow_call_order_when_the_window_is_full(store, cluster):
         assert lh._in_flight == 0 and not lh._window_lot
         entries = await lh.read(0, 59)
         assert [int(e.data) for e in entries] == order
+
+
+async def test_cancelled_add_stays_in_flight(bk, cluster):
+    """Cancelling a caller does not unsend its entry: the id is used, the entry is written
+    and later adds complete behind it (no hole, nothing rescheduled into a gone task)."""
+    lh = await bk.create_ledger(3, 3, 3)
+    cluster[lh.metadata.last_ensemble[0]].faults.add_delay_s = 0.2
+    with trio.move_on_after(0.05) as scope:
+        await lh.add_entry(b"cancelled")
+    assert scope.cancelled_caught and lh.last_add_pushed == 0
+    assert await lh.add_entry(b"next") == 1
+    assert [e.data for e in await lh.read(0, 1)] == [b"cancelled", b"next"]
