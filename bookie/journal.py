@@ -30,7 +30,7 @@ from crc32c import crc32c
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
 from bookie.errors import BookieIOError, JournalError
-from bookie.file_io import write_all_at
+from bookie.file_io import write_all_at, write_all_at_durable
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
 
@@ -249,8 +249,8 @@ class Journal:
         err: BaseException | None = None
         try:
             mark = await trio.to_thread.run_sync(self._write_group, bufs, sync, limiter=self._limiter)
-        except OSError as exc:
-            log.error("journal write failed, failing all further appends: %s", exc)
+        except Exception as exc:  # OSError, or a bug: either way nothing more can be made durable
+            log.error("journal write failed, failing all further appends: %r", exc)
             err = self._failed = exc
         else:
             if sync:
@@ -273,9 +273,10 @@ class Journal:
         size = sum(map(len, bufs))
         while f.position + size > f.prealloc_end:
             self._preallocate(f)
-        f.position += write_all_at(f.fd, bufs, f.position)
         if sync:
-            os.fdatasync(f.fd)
+            f.position += write_all_at_durable(f.fd, bufs, f.position)
+        else:
+            f.position += write_all_at(f.fd, bufs, f.position)
         mark = LogMark(f.file_id, f.position)
         if sync and f.position >= self.config.journal_max_size_mb * MB:
             os.close(f.fd)

@@ -22,7 +22,7 @@ from bookie.request_processor import RequestProcessor
 log = logging.getLogger(__name__)
 
 _RECEIVE_SIZE = 1024 * 1024
-_YIELD_EVERY = 128  # frames processed between scheduling points
+_YIELD_EVERY = 32  # frames processed between scheduling points
 
 
 class Connection:

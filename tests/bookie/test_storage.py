@@ -176,3 +176,19 @@ def test_write_all_at_many_buffers(tmp_path: Path) -> None:
         assert os.pread(fd, 1 << 20, 10) == b"".join(bufs)
     finally:
         os.close(fd)
+
+
+def test_write_all_at_durable_one_call_and_fallback(tmp_path: Path) -> None:
+    import os
+
+    from bookie.file_io import write_all_at_durable
+
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_RDWR)
+    try:
+        small = [b"a" * 100, b"b" * 5000, b"c"]  # one pwritev with RWF_DSYNC
+        assert write_all_at_durable(fd, small, 0) == 5101
+        many = [bytes([i % 251]) * 3 for i in range(3000)]  # beyond IOV_MAX: write + fdatasync
+        assert write_all_at_durable(fd, many, 5101) == 9000
+        assert os.pread(fd, 1 << 20, 0) == b"".join(small + many)
+    finally:
+        os.close(fd)
