@@ -106,18 +106,19 @@ class _LoopThread:
 class _LoopCalls:
     """Calls handed to the loop thread in order without waiting: one wakeup per burst of calls.
 
+    A call is stored as ``(fn, arg)`` (no closure per message on the receive/ack hot paths).
     Ordering with ``_LoopThread.run`` holds because both go through the loop's FIFO
     ``run_sync_soon`` queue."""
 
     def __init__(self, loop: _LoopThread) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._calls: list[Callable[[], None]] = []
+        self._calls: list[tuple[Callable[[Any], None], Any]] = []
         self._scheduled = False
 
-    def call_soon(self, fn: Callable[[], None]) -> None:
+    def call_soon(self, fn: Callable[[Any], None], arg: Any) -> None:
         with self._lock:
-            self._calls.append(fn)
+            self._calls.append((fn, arg))
             if self._scheduled:
                 return
             self._scheduled = True
@@ -132,9 +133,9 @@ class _LoopCalls:
     def _drain(self) -> None:
         with self._lock:
             calls, self._calls, self._scheduled = self._calls, [], False
-        for fn in calls:
+        for fn, arg in calls:
             try:
-                fn()
+                fn(arg)
             except Exception:
                 log.exception("deferred client call failed")
 
@@ -410,14 +411,14 @@ class Producer:
             if user_cb is not None:
                 user_cb(error, message_id)
 
-        def submit() -> None:
+        def submit(_: Any) -> None:
             try:
                 self._p.send_nowait(msg, done)
             except errors.PulsarException as exc:
                 done(exc, None)
 
         try:
-            self._calls.call_soon(submit)
+            self._calls.call_soon(submit, None)
         except errors.AlreadyClosed:
             room.release()
             raise
@@ -494,28 +495,30 @@ class Consumer:
     def receive(self, timeout_millis: int | None = None) -> Message:
         self._c._check_open()
         msg = self._c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
-        self._calls.call_soon(lambda: self._c._dequeued(msg))
+        self._calls.call_soon(self._c._dequeued, msg)
         return msg
 
     def batch_receive(self) -> list[Message]:
         return self._loop.run(self._c.batch_receive)
 
-    def _defer(self, method: str, message: Message | MessageId) -> None:
+    def _owner_and_id(self, message: Message | MessageId) -> tuple[Any, MessageId]:
         self._c._check_open()
-        owner = self._c._owner_of(message)
-        mid = message.message_id() if isinstance(message, Message) else MessageId.coerce(message)
-        self._calls.call_soon(lambda: getattr(owner, method)(mid))
+        mid = message._id if type(message) is Message else MessageId.coerce(message)
+        return self._c._owner_of(message), mid
 
     def acknowledge(self, message: Message | MessageId) -> None:
-        self._defer("_ack", message)
+        owner, mid = self._owner_and_id(message)
+        self._calls.call_soon(owner._ack, mid)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._c._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise errors.CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared subscription")
-        self._defer("_ack_cumulative", message)
+        owner, mid = self._owner_and_id(message)
+        self._calls.call_soon(owner._ack_cumulative, mid)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        self._defer("_nack", message)
+        owner, mid = self._owner_and_id(message)
+        self._calls.call_soon(owner._nack, mid)
 
     def redeliver_unacknowledged_messages(self) -> None:
         self._loop.run(self._c.redeliver_unacknowledged_messages)
@@ -562,7 +565,7 @@ class Reader:
         consumer = self._r._consumer
         consumer._check_open()
         msg = consumer._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
-        self._calls.call_soon(lambda: self._r._consumed(msg))
+        self._calls.call_soon(self._r._consumed, msg)
         return msg
 
     def has_message_available(self) -> bool:
