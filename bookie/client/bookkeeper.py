@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from bookie.client.bookie_connection import BookieConnection, BookieConnectionPool, Callback
+from bookie.client.local_bookie import LocalBookieConnection
 from bookie.client.config import ClientConfig
 from bookie.client.errors import BKClientClosedError, BKError, BKNotEnoughBookiesError, BKUnauthorizedAccessError
 from bookie.client.ledger_handle import LedgerHandle
@@ -75,7 +76,7 @@ class BookKeeper:
             raise BKClientClosedError("the BookKeeper client is not open")
         self._pool.send(bookie_id, req, callback, timeout_s)
 
-    def connection(self, bookie_id: str) -> BookieConnection:
+    def connection(self, bookie_id: str) -> BookieConnection | LocalBookieConnection:
         """The pooled connection to ``bookie_id`` (stays valid: it reconnects on its next send)."""
         if self._pool is None or self._nursery is None:
             raise BKClientClosedError("the BookKeeper client is not open")

@@ -46,6 +46,7 @@ from bookie.protocol import Flag, Status
 if TYPE_CHECKING:
     from bookie.client.bookie_connection import BookieConnection
     from bookie.client.bookkeeper import BookKeeper
+    from bookie.client.local_bookie import LocalBookieConnection
 
 __all__ = ["LedgerHandle", "LedgerEntry"]
 
@@ -124,7 +125,7 @@ class LedgerHandle:
         self._write_sets = [write_set(i, md.ensemble_size, md.write_quorum_size) for i in range(md.ensemble_size)]
         self._ack_quorum = md.ack_quorum_size
         self._timeout_s = bk.config.add_entry_timeout_s
-        self._conns: dict[str, "BookieConnection"] = {}  # the pool's connections, looked up once
+        self._conns: dict[str, "BookieConnection | LocalBookieConnection"] = {}  # the pool's connections, looked up once
         self._pending: collections.deque[_PendingAdd] = collections.deque()
         # Window of adds in flight: a counter; callers park only when it is full. A freed slot
         # is handed to the oldest parked caller, one at a time (trio may resume several woken
