@@ -70,6 +70,13 @@ class ServerConnection:
             self.address = f"{host}:{port}"
         except OSError:
             self.address = "unknown"
+        try:
+            # LOOKUP answers "connect here" with the address this client reached us at, so a
+            # single broker works whatever name or interface the client used.
+            host, port = stream.socket.getsockname()[:2]
+            self.local_service_url = f"pulsar://{f'[{host}]' if ':' in host else host}:{port}"
+        except OSError:
+            self.local_service_url = service.service_url
         self.decoder = frames.FrameDecoder(self.config.max_message_size + frames.MESSAGE_SIZE_FRAME_PADDING)
         self.remote_version = 0
         self.client_version = ""
@@ -313,6 +320,8 @@ class ServerConnection:
         try:
             name = TopicName.parse(c.topic)
             url, redirect = await self.service.lookup(name, authoritative=c.authoritative)
+            if not redirect:
+                url = self.local_service_url
             self.write(C.lookup_response(c.request_id, broker_service_url=url, redirect=redirect, authoritative=True))
         except (BrokerError, MetadataError, ManagedLedgerError) as exc:
             self.write(C.lookup_response(c.request_id, error=server_error_code(exc), message=str(exc)))
@@ -557,7 +566,9 @@ class ServerConnection:
             return
         sub = consumer.subscription
         self.write(C.consumer_stats_response(
-            c.request_id, msgRateOut=0.0, msgThroughputOut=0.0, msgRateRedeliver=0.0,
+            c.request_id, msgRateOut=consumer.rates.get("msgRateOut"),
+            msgThroughputOut=consumer.rates.get("msgThroughputOut"),
+            msgRateRedeliver=consumer.rates.get("msgRateRedeliver"),
             consumerName=consumer.name, availablePermits=max(0, consumer.permits),
             unackedMessages=consumer.unacked_messages, blockedConsumerOnUnackedMsgs=consumer.blocked,
             address=self.address,

@@ -19,6 +19,11 @@ class InvalidTopicNameError(BrokerError, ValueError):
     http_status = 412
 
 
+class InvalidSubscriptionNameError(BrokerError):
+    server_error = "NotAllowedError"
+    http_status = 412
+
+
 class TopicNotFoundError(BrokerError):
     server_error = "TopicNotFound"
     http_status = 404

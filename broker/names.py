@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from broker.errors import InvalidTopicNameError
+from broker.errors import InvalidSubscriptionNameError, InvalidTopicNameError
 
 PARTITION_SUFFIX = "-partition-"
 DOMAINS = ("persistent", "non-persistent")
@@ -24,6 +24,14 @@ def check_name_part(kind: str, value: str) -> str:
     if not value or not _NAME_OK.match(value):
         raise InvalidTopicNameError(f"invalid {kind} name: {value!r}")
     return value
+
+
+def check_subscription_name(name: str) -> str:
+    """A subscription name is a cursor's node name in the metadata store: it must be a
+    non-empty single path component."""
+    if not name or "/" in name or name in (".", ".."):
+        raise InvalidSubscriptionNameError(f"invalid subscription name: {name!r}")
+    return name
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from broker.errors import (
     SubscriptionNotFoundError,
     TopicFencedError,
 )
-from broker.names import TopicName
+from broker.names import TopicName, check_subscription_name
 from broker.producer import PendingSend, Producer
 from broker.rates import Rates
 from broker.subscription import Subscription
@@ -305,6 +305,7 @@ class PersistentTopic:
     ) -> Subscription:
         if self.closed or self.fenced:
             raise TopicFencedError("Topic is temporarily unavailable")
+        check_subscription_name(sub_name)
         if durable:
             sub = self.subscriptions.get(sub_name)
             if sub is None or sub.closed:
@@ -335,6 +336,7 @@ class PersistentTopic:
 
     async def create_subscription(self, name: str, start: Position) -> Subscription:
         """Admin: create a durable subscription positioned at ``start`` (EARLIEST/LATEST/id)."""
+        check_subscription_name(name)
         async with self._subscription_lock:
             if name in self.subscriptions:
                 raise ConflictError(f"Subscription {name} already exists")

@@ -22,8 +22,8 @@ _ids = itertools.count()
 async def start_broker(nursery: trio.Nursery, **overrides: Any) -> BrokerService:
     """An in-process broker on a fresh memory store and in-memory managed ledgers."""
     store = await open_store(f"memory://broker-test-{next(_ids)}")
-    config = BrokerConfig(broker_service_port=0, web_service_port=0, advertised_address="127.0.0.1",
-                          bind_address="127.0.0.1", **overrides)
+    config = BrokerConfig(**{"broker_service_port": 0, "web_service_port": 0, "advertised_address": "127.0.0.1",
+                             "bind_address": "127.0.0.1", **overrides})
     service = BrokerService(config, store, MemoryManagedLedgerFactory())
     await nursery.start(service.run)
     return service

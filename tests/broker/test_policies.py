@@ -191,3 +191,34 @@ async def test_auto_topic_creation_policy(broker) -> None:  # type: ignore[no-un
             client.close()
 
     await in_thread(refused)
+
+
+async def test_lookup_answers_with_the_address_the_client_used(nursery: trio.Nursery) -> None:
+    # The advertised address is not reachable (the broker listens on 127.0.0.1 only): a
+    # single broker still works because LOOKUP answers with the client's own address.
+    broker = await start_broker(nursery, advertised_address="127.0.0.9")
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            consumer = client.subscribe("t-lookup-addr", "s")
+            client.create_producer("t-lookup-addr").send(b"reached")
+            assert consumer.receive(timeout_millis=5000).data() == b"reached"
+        finally:
+            client.close()
+
+    await in_thread(work)
+
+
+async def test_invalid_subscription_names_are_rejected(broker) -> None:  # type: ignore[no-untyped-def]
+    stream = await trio.open_tcp_stream("127.0.0.1", broker.port)
+    dec = frames.FrameDecoder()
+    async with stream:
+        await stream.send_all(frames.encode_command(C.connect("raw", protocol_version=20)))
+        await _read_until(stream, dec, T.CONNECTED)
+        for i, name in enumerate(["", "a/b", ".."]):
+            await stream.send_all(frames.encode_command(C.subscribe("t-subname", name, 0, i, i)))
+            err = next(f for f in await _read_until(stream, dec, T.ERROR) if f.command.type == T.ERROR).command.error
+            assert err.request_id == i and err.error == pb.ServerError.NotAllowedError
+        await stream.send_all(frames.encode_command(C.subscribe("t-subname", "ok", 0, 9, 9)))
+        await _read_until(stream, dec, T.SUCCESS)
