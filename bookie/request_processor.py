@@ -1,7 +1,10 @@
 """RequestProcessor: the bookie's request semantics, independent of sockets.
 
-Adds take a synchronous fast path (checks, write cache, journal append with a callback that
-queues the reply once the group is fsynced): no task and no await per entry. Only the rare
+Adds take a synchronous fast path (checks, write cache, journal append with an ack token):
+no task, no await and no closure per entry. Once a journal group is fsynced, its tokens come
+back in one call that encodes every reply and queues them with one send per connection. The
+check, the cache put and the journal append never have an await between them, so an add is
+never accepted after a fence was answered. Only the rare
 cases await inline (first add of an unknown ledger, a full write cache, a congested journal),
 which stalls that one connection and so pushes back on its client. Reads answered from the
 write/read cache are answered inline too; everything that may touch the disk or wait (reads
