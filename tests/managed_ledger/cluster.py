@@ -1,6 +1,6 @@
 """Helpers for integration tests: real bookie subprocesses on a real ZooKeeper.
 
-Fixtures (import them into a test module): ``bookie`` (one bookie process), ``ml_config``
+Fixtures (made available by this package's conftest.py): ``bookie`` (one bookie process), ``ml_config``
 (replication 1, no periodic trim), ``driver`` (starts ``ml_driver`` subprocesses that own
 the managed ledger ``NAME``; killed at the end). ``owner`` is an in-test "broker": its own
 metadata session, ledger client and factory.

@@ -1,4 +1,5 @@
-"""Fixtures for managed-ledger unit tests: fake metadata store + fake ledger client."""
+"""Fixtures for managed-ledger tests: fake metadata store + fake ledger client (unit tests),
+and from cluster.py the real-process ones (``bookie``, ``ml_config``, ``driver``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from tests.managed_ledger.cluster import bookie, driver, ml_config  # noqa: F401 (fixtures)
 from tests.managed_ledger.fake_bk import FakeBookies
 from tests.managed_ledger.fake_store import FakeMetadataServer
 

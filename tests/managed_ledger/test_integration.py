@@ -10,7 +10,7 @@ import trio
 from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import Position
 from managed_ledger import cursor as cursor_module
-from tests.managed_ledger.cluster import NAME, owner, bookie, driver, ml_config, start_bookie  # noqa: F401 (fixtures)
+from tests.managed_ledger.cluster import NAME, owner, start_bookie
 
 
 async def test_add_read_across_rollovers(bookie, zk_url, ml_config) -> None:

@@ -14,7 +14,7 @@ import metadata
 from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import Entry, Position
 from managed_ledger.formats import decode_cursor_info, decode_ml_info
-from tests.managed_ledger.cluster import NAME, owner, bookie, driver, ml_config  # noqa: F401 (fixtures)
+from tests.managed_ledger.cluster import NAME, owner
 
 CURSOR_PATH = f"/managed-ledgers/{NAME}/sub"
 
