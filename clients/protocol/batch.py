@@ -133,6 +133,12 @@ def _plain_fields(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
 
 def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """(value, next position), or (-1, pos) when the varint runs past ``end`` or is too long."""
+    if pos + 1 < end:  # one- and two-byte values (most sizes and sequence ids): no loop
+        first, second = buf[pos], buf[pos + 1]
+        if first < 0x80:
+            return first, pos + 1
+        if second < 0x80:
+            return (first & 0x7F) | (second << 7), pos + 2
     value = shift = 0
     while pos < end and shift < 64:
         byte = buf[pos]
