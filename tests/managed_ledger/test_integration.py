@@ -8,8 +8,9 @@ import pytest
 import trio
 
 from bookie.client.errors import BKNoSuchLedgerError
-from managed_ledger import Position
+from managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
 from managed_ledger import cursor as cursor_module
+from managed_ledger.cursor import NoMoreEntriesError
 from tests.managed_ledger.cluster import NAME, owner, start_bookie
 
 
@@ -222,3 +223,47 @@ async def test_bookie_killed_mid_stream_nothing_acked_lost(quire_procs, zk_url, 
             got.extend(batch)
         assert [e.position for e in got] == acked
         assert [e.data for e in got] == [b"%d" % i for i in range(400)]
+
+
+async def test_write_failure_rolls_over_to_a_new_ledger(quire_procs, zk_url, tmp_path, ml_config) -> None:
+    first = start_bookie(quire_procs, zk_url, tmp_path, 0)
+    cfg = ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)
+    async with owner(zk_url, cfg) as f:
+        ml = await f.open(NAME)
+        before = [await ml.add_entry(b"%d" % i) for i in range(5)]
+        first.kill()  # the ledger's only bookie: the next add fails, no ensemble change possible
+        with pytest.raises(ManagedLedgerError):
+            await ml.add_entry(b"lost")
+        start_bookie(quire_procs, zk_url, tmp_path, 1)
+        with trio.fail_after(20):
+            while not await f.bk.writable_bookies():
+                await trio.sleep(0.05)
+        with trio.fail_after(30):
+            while True:  # the rollover after the failure creates the next ledger on the new bookie
+                try:
+                    after = await ml.add_entry(b"after")
+                    break
+                except ManagedLedgerError:
+                    await trio.sleep(0.1)  # the failed bookie may still be listed for a moment
+        assert after.ledger_id > before[-1].ledger_id
+        assert [(li.ledger_id, li.entries) for li in ml.ledgers][0] == (before[0].ledger_id, 5)
+        assert [e.data for e in await ml.read_range(after.ledger_id, 0, after.entry_id)][-1] == b"after"
+
+
+async def test_terminated_ledger_accepts_no_adds(bookie, zk_url, ml_config) -> None:
+    cfg = ml_config.replace(retention_time_minutes=-1, retention_size_mb=-1)
+    async with owner(zk_url, cfg) as f:
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("s", "earliest")
+        ps = [await ml.add_entry(b"%d" % i) for i in range(3)]
+        assert await ml.terminate() == ps[-1]
+        with pytest.raises(ManagedLedgerTerminatedError):
+            await ml.add_entry(b"x")
+        assert len(await c.read_entries(10)) == 3
+        with pytest.raises(NoMoreEntriesError):
+            await c.read_entries_or_wait(10)
+    async with owner(zk_url, cfg) as f:  # terminated is persistent: no new ledger on open
+        ml = await f.open(NAME)
+        assert ml.terminated_position == ps[-1] and [li.ledger_id for li in ml.ledgers] == [ps[0].ledger_id]
+        with pytest.raises(ManagedLedgerTerminatedError):
+            await ml.add_entry(b"x")
