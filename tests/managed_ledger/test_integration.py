@@ -11,6 +11,7 @@ from bookie.client.errors import BKNoSuchLedgerError
 from managed_ledger import ManagedLedgerError, ManagedLedgerTerminatedError, Position
 from managed_ledger import cursor as cursor_module
 from managed_ledger.cursor import NoMoreEntriesError
+from managed_ledger.errors import ManagedLedgerWriteError
 from tests.managed_ledger.cluster import NAME, owner, start_bookie
 
 
@@ -232,7 +233,7 @@ async def test_write_failure_rolls_over_to_a_new_ledger(quire_procs, zk_url, tmp
         ml = await f.open(NAME)
         before = [await ml.add_entry(b"%d" % i) for i in range(5)]
         first.kill()  # the ledger's only bookie: the next add fails, no ensemble change possible
-        with pytest.raises(ManagedLedgerError):
+        with pytest.raises(ManagedLedgerWriteError):
             await ml.add_entry(b"lost")
         start_bookie(quire_procs, zk_url, tmp_path, 1)
         with trio.fail_after(20):
