@@ -292,13 +292,13 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if op is None:
         raise ProtocolError(f"unknown op {h[0]!r}")
     _, rid, lid, eid, flags, mk, plac, tmo, leid, mxe, mxb = h
-    # One chained check for the common case; the slow path names the bad field.
+    # One chained check for the common case; the slow path names the bad field. msgpack ints
+    # are already within [I64_MIN, U64_MAX], so only the tighter bounds are tested here.
     if (
         type(rid) is int and type(lid) is int and type(eid) is int and type(flags) is int and type(mk) is bytes
         and type(plac) is int and type(tmo) is int and type(leid) is int and type(mxe) is int and type(mxb) is int
-        and 0 <= rid <= _U64_MAX and 0 <= lid <= _U64_MAX and _I64_MIN <= eid <= _I64_MAX
-        and 0 <= flags <= _ALL_FLAGS and _I64_MIN <= plac <= _I64_MAX and 0 <= tmo <= _U32_MAX
-        and _I64_MIN <= leid <= _I64_MAX and 0 <= mxe <= _U32_MAX and 0 <= mxb <= _U64_MAX
+        and rid >= 0 and lid >= 0 and eid <= _I64_MAX and 0 <= flags <= _ALL_FLAGS and plac <= _I64_MAX
+        and 0 <= tmo <= _U32_MAX and leid <= _I64_MAX and 0 <= mxe <= _U32_MAX and mxb >= 0
     ):
         return Request(op, rid, lid, eid, flags, mk, frame[end:], plac, tmo, leid, mxe, mxb)
     if type(mk) is not bytes:
