@@ -132,41 +132,50 @@ class ManagedLedger:
 
     async def _background_loop(self) -> None:
         """Trims when asked (rollover, mark-delete moves) and periodically (retention with
-        no traffic), rolls an idle ledger once it passed its maximum age, and flushes
-        throttled cursor positions within ``cursor_position_flush_seconds``."""
+        no traffic), rolls an idle ledger once it passed its maximum age, expires messages
+        by ledger age when a TTL is set, and flushes a throttled (dirty) cursor position at
+        most ``cursor_position_flush_seconds`` after it became dirty."""
         interval = max(self.config.retention_check_interval_seconds, 0.05)
         next_periodic = trio.current_time() + interval
         next_expiry = trio.current_time() + max(self.config.message_expiry_check_interval_seconds, 0.05)
+        next_flush: float | None = None  # deadline of the oldest dirty cursor position
         while True:
-            timeout = max(next_periodic - trio.current_time(), 0)
+            now = trio.current_time()
+            deadline = next_periodic
             if self.config.message_ttl_seconds > 0:
-                timeout = min(timeout, max(next_expiry - trio.current_time(), 0))
+                deadline = min(deadline, next_expiry)
             if any(c._state_gen > c._persisted_gen for c in self.cursors.values()):
-                timeout = min(timeout, self.config.cursor_position_flush_seconds)
+                if next_flush is None:
+                    next_flush = now + self.config.cursor_position_flush_seconds
+                deadline = min(deadline, next_flush)
+            else:
+                next_flush = None
             if self._current is not None and self._current_info is not None and self._current_info.entries > 0:
                 age_left = (self._current_created_ms + self._max_rollover_ms - now_ms()) / 1000
-                timeout = min(timeout, max(age_left, 0.01))
-            with trio.move_on_after(timeout) as wait:
+                deadline = min(deadline, now + max(age_left, 0.01))
+            with trio.move_on_at(deadline):
                 await self._wake.wait()
             self._wake = trio.Event()
-            periodic = trio.current_time() >= next_periodic
+            now = trio.current_time()
+            periodic = now >= next_periodic
             if periodic:
-                next_periodic = trio.current_time() + interval
+                next_periodic = now + interval
             try:
                 self._maybe_roll_idle_ledger()
-                if self.config.message_ttl_seconds > 0 and trio.current_time() >= next_expiry:
-                    next_expiry = trio.current_time() + max(self.config.message_expiry_check_interval_seconds, 0.05)
+                if self.config.message_ttl_seconds > 0 and now >= next_expiry:
+                    next_expiry = now + max(self.config.message_expiry_check_interval_seconds, 0.05)
                     await self.expire_messages()
                 if self._trim_requested or periodic:
                     self._trim_requested = False
                     await self.trim()
-                for cursor in list(self.cursors.values()):
-                    if wait.cancelled_caught or periodic:  # the flush period elapsed
+                if periodic or (next_flush is not None and now >= next_flush):
+                    next_flush = None
+                    for cursor in list(self.cursors.values()):
                         await cursor._flush_if_dirty()
             except ManagedLedgerError as e:
                 if self.state in (State.FENCED, State.CLOSED):
                     return
-                log.warning("%s: background trim failed: %s", self.name, e)
+                log.warning("%s: background task failed: %s", self.name, e)
 
     async def expire_messages(self, ttl_s: float | None = None) -> None:
         """Message TTL at the managed-ledger level: every durable cursor acknowledges the

@@ -320,3 +320,22 @@ async def test_stale_owner_cannot_overwrite_recovered_cursor(meta, bookies, conf
         async with ManagedLedgerFactory(meta.client(), bookies.client(), config) as f3:
             ml3 = await f3.open(NAME)
             assert ml3.cursors["s"].mark_delete_position == ps[4]
+
+
+async def test_dirty_position_flushed_one_flush_period_after_it_became_dirty(meta, bookies, config, autojump_clock) -> None:
+    # TTL checks wake the background loop every 50 ms: they must not flush early
+    cfg = config.replace(
+        throttle_mark_delete=0.001, cursor_position_flush_seconds=10,
+        message_ttl_seconds=3600, message_expiry_check_interval_seconds=0.05,
+    )
+    async with ManagedLedgerFactory(meta.client(), bookies.client(), cfg) as f:
+        ml = await f.open(NAME)
+        c = await ml.open_cursor("s", "earliest")
+        ps = await fill(ml, 5)
+        await c.mark_delete(ps[0])  # persisted
+        await c.mark_delete(ps[3])  # throttled: dirty
+        await trio.sleep(9)
+        assert c._persisted_gen < c._state_gen
+        await trio.sleep(2)
+        assert c._persisted_gen == c._state_gen
+        assert decode_cursor_info(meta.nodes[c.path][0]).cursors_ledger_id > 0
