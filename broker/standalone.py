@@ -19,6 +19,7 @@ import trio
 
 from bookie.bookie import Bookie
 from bookie.client import BookKeeper, ClientConfig
+from bookie.client.local_bookie import register_local_bookie, unregister_local_bookie
 from bookie.config import BookieConfig
 from broker.admin import serve_admin
 from broker.config import BrokerConfig
@@ -82,12 +83,19 @@ async def run_standalone(
             await bookie.start(outer)
             port_file.write_text(f"{bookie.port}\n")
             log.info("standalone bookie %s ready", bookie.bookie_id)
-            async with trio.open_nursery() as inner:
-                service = await inner.start(run_broker, broker_config, store)
-                task_status.started(service)
-                await stop.wait()
-                log.info("stopping the broker")
-                inner.cancel_scope.cancel()
+            # The broker's ledger client reaches this bookie in-process (same request
+            # processor and journal fsync before every ack, no loopback socket hop); other
+            # clients still use its port.
+            register_local_bookie(bookie.bookie_id, bookie.processor)
+            try:
+                async with trio.open_nursery() as inner:
+                    service = await inner.start(run_broker, broker_config, store)
+                    task_status.started(service)
+                    await stop.wait()
+                    log.info("stopping the broker")
+                    inner.cancel_scope.cancel()
+            finally:
+                unregister_local_bookie(bookie.bookie_id, bookie.processor)
             log.info("stopping the bookie")
             with trio.CancelScope(shield=True):
                 await bookie.close()
