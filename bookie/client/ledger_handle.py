@@ -40,7 +40,7 @@ from bookie.client.errors import (
     BKUnauthorizedAccessError,
 )
 from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
-from bookie.client.read_ops import PendingReadOp, long_poll_lac, read_lac
+from bookie.client.read_ops import long_poll_lac, read_entries, read_lac
 from bookie.protocol import Flag, Status
 
 if TYPE_CHECKING:
@@ -446,7 +446,7 @@ class LedgerHandle:
         lo = first
         while lo <= last:
             hi = min(last, lo + step - 1)
-            raw = await PendingReadOp(self._bk, self.ledger_id, self._md, lo, hi, self._master_key).run()
+            raw = await read_entries(self._bk, self.ledger_id, self._md, lo, hi, self._master_key)
             hs = entry_format.HEADER_SIZE
             out.extend(LedgerEntry(self.ledger_id, e, bytes(memoryview(d)[hs:])) for e, d in enumerate(raw, lo))
             lo = hi + 1

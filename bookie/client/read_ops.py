@@ -5,6 +5,12 @@ caller's own task (no task per entry or per bookie): the caller waits on one eve
 entry reads wakes up on the speculative timeout to ask the next replica of entries whose
 asked bookies have not answered yet. Every entry is digest-checked (CRC32C, ledger and entry
 id) before it is accepted; a bad digest counts as an unknown reply and the next replica is tried.
+
+:func:`read_entries` reads a segment whose every bookie holds every entry (E == WQ, Pulsar's
+default 2/2/2) with RANGE_READ requests to one replica (BookKeeper's batch read): one request
+and one reply for up to ``max_entries_per_read_batch`` entries instead of one per entry.
+Whatever a range read does not return verified (an error, a short or slow answer, a bad
+digest) is read entry by entry with failover and speculation.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from bookie.protocol import Flag, Op, Request, Response, Status
 if TYPE_CHECKING:
     from bookie.client.bookkeeper import BookKeeper
 
-__all__ = ["verified_entry", "PendingReadOp", "read_lac", "LacReadResult", "long_poll_lac"]
+__all__ = ["verified_entry", "PendingReadOp", "read_entries", "read_lac", "LacReadResult", "long_poll_lac"]
 
 
 def verified_entry(data: bytes, ledger_id: int, entry_id: int) -> entry_format.EntryHeader | None:
@@ -146,6 +152,66 @@ class PendingReadOp:
         if er.timeouts and er.timeouts + er.negatives == len(er.replicas):
             return BKTimeoutError(f"timed out reading {where}")
         return BKReadError(f"could not read {where} ({er.negatives} negative, {er.unknowns} failed)")
+
+
+async def read_entries(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, first: int, last: int,
+                       master_key: bytes = b"") -> list[bytes]:
+    """Entries ``first..last`` (full entry bytes, verified): by range where E == WQ, else per entry."""
+    if md.ensemble_size != md.write_quorum_size:
+        return await PendingReadOp(client, ledger_id, md, first, last, master_key).run()
+    firsts = [f for f, _ in md.ensembles]
+    out: list[bytes] = []
+    lo = first
+    while lo <= last:
+        # the segment holding lo ends where the next one starts
+        seg_end = last
+        for f in firsts:
+            if f > lo:
+                seg_end = min(last, f - 1)
+                break
+        got = await _range_read(client, ledger_id, md, lo, seg_end, master_key)
+        out.extend(got)
+        lo += len(got)
+        if not got:  # no verified answer: entry by entry, with failover and speculation
+            out.extend(await PendingReadOp(client, ledger_id, md, lo, seg_end, master_key).run())
+            lo = seg_end + 1
+    return out
+
+
+async def _range_read(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, first: int, last: int,
+                      master_key: bytes) -> list[bytes]:
+    """The verified prefix of one RANGE_READ of ``first..last`` from one replica ([] if none)."""
+    ensemble = md.ensemble_for(first)
+    bookies = [ensemble[i] for i in write_set(first, md.ensemble_size, md.write_quorum_size)]
+    bad = client.quarantined()
+    if bad:
+        bookies.sort(key=lambda b: b in bad)  # healthy first; the write set rotates the load
+    bookie = bookies[0]
+    done = trio.Event()
+    reply: list[Response] = []
+
+    def on_reply(status: int, resp: Response | None) -> None:
+        if status == Status.OK and resp is not None:
+            reply.append(resp)
+        elif classify(status) is ReplyKind.UNKNOWN:
+            client.note_bookie_failure(bookie)
+        done.set()
+
+    cfg = client.config
+    req = Request(Op.RANGE_READ, 0, ledger_id, first, 0, master_key, last_entry_id=last,
+                  max_entries=last - first + 1)
+    client.send(bookie, req, on_reply, cfg.read_timeout_s)
+    # a slow replica is left behind after the speculative timeout, as for single reads
+    with trio.move_on_after(cfg.first_speculative_read_timeout_ms / 1000):
+        await done.wait()
+    if not reply:
+        return []
+    out: list[bytes] = []
+    for eid, data in enumerate(reply[0].entries, first):
+        if eid > last or verified_entry(data, ledger_id, eid) is None:
+            break
+        out.append(data)
+    return out
 
 
 @dataclass

@@ -128,7 +128,7 @@ class FakeBookie:
         f = self.faults
         if f.drop_all or (f.drop_adds and req.op == Op.ADD):
             return True
-        return req.op == Op.READ and f.entry_status.get(req.entry_id) == DROP and req.entry_id >= 0
+        return req.op in (Op.READ, Op.RANGE_READ) and f.entry_status.get(req.entry_id) == DROP and req.entry_id >= 0
 
     async def _reply_later(self, stream: trio.SocketStream, lock: trio.Lock, req: Request, delay: float) -> None:
         await trio.sleep(delay)
@@ -170,7 +170,27 @@ class FakeBookie:
             if isinstance(override, Status):
                 return Response(Op.READ, req.request_id, override, req.ledger_id, req.entry_id)
             return self._read(req)
+        if req.op == Op.RANGE_READ:
+            return self._range_read(req)
         return Response(req.op, req.request_id, Status.BAD_REQUEST, req.ledger_id, req.entry_id)
+
+    def _range_read(self, req: Request) -> Response:
+        """Consecutive entries from entry_id (the read faults apply per entry; stops at the first
+        missing or faulty one, which answers the request only if it is the first)."""
+        entries: list[bytes] = []
+        for eid in range(req.entry_id, max(req.entry_id, req.last_entry_id) + 1):
+            if len(entries) >= (req.max_entries or 10_000):
+                break
+            override = self.faults.entry_status.get(eid, self.faults.read_status)
+            resp = self._read(Request(Op.READ, req.request_id, req.ledger_id, eid))
+            if override is not None or resp.status != Status.OK:
+                if entries:
+                    break
+                status = override if isinstance(override, Status) else resp.status
+                return Response(Op.RANGE_READ, req.request_id, status, req.ledger_id, req.entry_id)
+            entries.append(resp.body)
+        return Response(Op.RANGE_READ, req.request_id, Status.OK, req.ledger_id, req.entry_id, entries=entries,
+                        last_entry_id=req.entry_id + len(entries) - 1)
 
     def _add(self, req: Request) -> Response:
         led = self.ledgers.get(req.ledger_id)

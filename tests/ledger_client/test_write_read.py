@@ -17,7 +17,7 @@ from bookie.client import (
     LedgerState,
 )
 from bookie.client.distribution import write_set
-from bookie.protocol import Status
+from bookie.protocol import Op, Status
 from tests.ledger_client.conftest import fast_config
 
 
@@ -249,3 +249,33 @@ async def test_cancelled_add_stays_in_flight(bk, cluster):
     assert scope.cancelled_caught and lh.last_add_pushed == 0
     assert await lh.add_entry(b"next") == 1
     assert [e.data for e in await lh.read(0, 1)] == [b"cancelled", b"next"]
+
+
+async def test_range_reads_when_every_bookie_holds_every_entry(store, cluster):
+    """E == WQ: a read is one RANGE_READ per segment to one replica. A replica whose answer
+    does not verify (corrupt) or does not come (hung) is left for entry-by-entry reads with
+    failover: the data read back is the same."""
+    await cluster.add_bookie()
+    async with BookKeeper(store, fast_config(read_timeout_s=30)) as bk:
+        lh = await bk.create_ledger(3, 3, 3)
+        payloads = [b"p%d" % i for i in range(30)]
+        for p in payloads[:10]:
+            await lh.add_entry(p)
+        bad = lh.metadata.last_ensemble[1]
+        cluster[bad].faults.add_status = Status.IO  # an ensemble change: two segments
+        for p in payloads[10:]:
+            await lh.add_entry(p)
+        assert len(lh.metadata.ensembles) == 2
+        cluster[bad].faults.clear()
+        for fb in cluster.bookies.values():
+            fb.requests.clear()
+        assert [e.data for e in await lh.read(0, 29)] == payloads
+        ops = sorted(r[0] for fb in cluster.bookies.values() for r in fb.requests)
+        assert ops == [Op.RANGE_READ, Op.RANGE_READ]  # one per segment, nothing entry by entry
+        source = cluster[lh.metadata.last_ensemble[write_set(10, 3, 3)[0]]]
+        source.faults.corrupt_reads = True
+        assert [e.data for e in await lh.read(10, 29)] == payloads[10:]
+        source.faults.clear()
+        source.faults.drop_all = True
+        with trio.fail_after(10):  # the speculative timeout, not the 30 s read timeout
+            assert [e.data for e in await lh.read(10, 29)] == payloads[10:]
