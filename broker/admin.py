@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from starlette.applications import Starlette
@@ -109,9 +110,38 @@ class AdminApi:
     async def _loaded(self, name: TopicName) -> PersistentTopic:
         return await self.service.get_topic(name, create=False)
 
-    async def _partitions_or_self(self, name: TopicName) -> list[TopicName]:
+    async def _foreign_owner(self, name: TopicName) -> dict[str, Any] | None:
+        """The owner's data when another broker serves ``name`` (None: this broker does)."""
+        policies = await self.ns.get_policies(name.namespace_name)
+        own = self.service.ownership
+        assert own is not None
+        owner = await own.owner(name, policies["bundles"]["boundaries"])
+        return None if owner is None or own.is_mine(owner) else owner
+
+    async def _for_each(
+        self, request: Request, name: TopicName, local: Callable[[TopicName], Awaitable[Any]],
+        *, targets: list[TopicName] | None = None, method: str | None = None, suffix: str | None = None,
+        tolerate: tuple[int, ...] = (), content: bytes | None = None,
+    ) -> Response | list[Any]:
+        """Run ``local`` on the topic or on each of its partitions. A non-partitioned topic of
+        another broker answers 307 to its owner (as Pulsar does); a partition of another broker
+        gets the request forwarded to its owner, so partitioned operations span brokers."""
         n = await self.ns.partitions(name)
-        return [name.partition(i) for i in range(n)] if n else [name]
+        if not n and targets is None:
+            redirect = await self._owner_redirect(request, name)
+            return redirect if redirect is not None else [await local(name)]
+        import httpx
+
+        out: list[Any] = []
+        # Plain HTTP between brokers: no TLS context to build (that costs ~0.2 s per client).
+        async with httpx.AsyncClient(timeout=30, verify=False) as http:
+            for p in targets if targets is not None else [name.partition(i) for i in range(n)]:
+                owner = await self._foreign_owner(p)
+                if owner is None:
+                    out.append(await local(p))
+                else:
+                    out.append(await _forward(http, request, owner, p, method, suffix, tolerate, content))
+        return out
 
     # -- clusters, tenants -----------------------------------------------------------------
 
@@ -261,7 +291,8 @@ class AdminApi:
     @_wrap
     async def topic(self, request: Request) -> Any:
         name = self._topic(request)
-        redirect = await self._owner_redirect(request, name)
+        # A partitioned topic is metadata any broker handles; a plain topic belongs to its owner.
+        redirect = None if await self.ns.partitions(name) else await self._owner_redirect(request, name)
         if redirect is not None:
             return redirect
         if request.method == "PUT":
@@ -274,9 +305,11 @@ class AdminApi:
             n = await self.ns.partitions(name)
             if not n:
                 raise TopicNotFoundError(f"Partitioned topic {name} does not exist")
-            for i in range(n):
-                await self.service.get_topic(name.partition(i), create=True)
-            return None
+
+            async def create(p: TopicName) -> None:
+                await self.service.get_topic(p, create=True)
+            result = await self._for_each(request, name, create, method="PUT", suffix="", tolerate=(409,))
+            return result if isinstance(result, Response) else None
         # DELETE
         if await self.ns.partitions(name):
             raise PreconditionFailedError(f"{name} is a partitioned topic: delete its partitions endpoint")
@@ -293,10 +326,11 @@ class AdminApi:
             n = await self.ns.partitions(name)
             if not n:
                 raise TopicNotFoundError(f"Partitioned topic {name} does not exist")
-            for i in range(n):
-                p = name.partition(i)
+
+            async def delete(p: TopicName) -> None:
                 if await self.service.topic_exists(p):
                     await self.service.delete_topic(p, force=_flag(request, "force"))
+            await self._for_each(request, name, delete, suffix="", tolerate=(404,))
             await self.ns.delete_partitioned(name)
             await self.service.schemas.delete(name)
             return None
@@ -313,22 +347,33 @@ class AdminApi:
         else:
             old = await self.ns.partitions(name)
             await self.ns.update_partitioned(name, body)
-            await self._extend_subscriptions(name, old, body)
+            await self._extend_subscriptions(request, name, old, body)
         return None
 
-    async def _extend_subscriptions(self, name: TopicName, old: int, new: int) -> None:
+    async def _extend_subscriptions(self, request: Request, name: TopicName, old: int, new: int) -> None:
         """New partitions get the durable subscriptions the existing ones have (as Pulsar
         does), so consumers of the partitioned topic see no gap."""
-        subs: set[str] = set()
-        for i in range(old):
-            p = name.partition(i)
-            if await self.service.topic_exists(p):
-                topic = await self._loaded(p)
-                subs.update(n for n, s in topic.subscriptions.items() if s.durable)
-        for i in range(old, new):
-            topic = await self.service.get_topic(name.partition(i), create=True)
-            for sub in sorted(subs - set(topic.subscriptions)):
-                await topic.create_subscription(sub, EARLIEST)
+        async def names(p: TopicName) -> list[str]:
+            if not await self.service.topic_exists(p):
+                return []
+            return [n for n, s in (await self._loaded(p)).subscriptions.items() if s.durable]
+        found = await self._for_each(request, name, names, targets=[name.partition(i) for i in range(old)],
+                                     method="GET", suffix="/subscriptions", tolerate=(404,))
+        subs = sorted({n for part in found or [] for n in part or []})
+        fresh = [name.partition(i) for i in range(old, new)]
+        for sub in subs:
+            async def create(p: TopicName, sub: str = sub) -> None:
+                topic = await self.service.get_topic(p, create=True)
+                if sub not in topic.subscriptions:
+                    await topic.create_subscription(sub, EARLIEST)
+            await self._for_each(request, name, create, targets=fresh, method="PUT",
+                                 suffix=f"/subscription/{quote(sub, safe='')}", tolerate=(409,),
+                                 content=b'{"ledgerId": -1, "entryId": -1}')
+        # partitions without subscriptions exist too (a producer may use them at once)
+        async def touch(p: TopicName) -> None:
+            await self.service.get_topic(p, create=True)
+        await self._for_each(request, name, touch, targets=fresh, method="PUT", suffix="", tolerate=(409,),
+                             content=b"")
 
     @_wrap
     async def stats(self, request: Request) -> Any:
@@ -348,11 +393,12 @@ class AdminApi:
         n = await self.ns.partitions(name)
         if not n:
             raise TopicNotFoundError(f"Partitioned topic {name} does not exist")
-        per = {}
-        for i in range(n):
-            p = name.partition(i)
-            if await self.service.topic_exists(p):
-                per[str(p)] = (await self._loaded(p)).stats()
+
+        async def stats(p: TopicName) -> Any:
+            return (await self._loaded(p)).stats() if await self.service.topic_exists(p) else None
+        results = await self._for_each(request, name, stats, method="GET", suffix="/stats", tolerate=(404,))
+        assert isinstance(results, list)
+        per = {str(name.partition(i)): st for i, st in enumerate(results) if st is not None}
         agg: dict[str, Any] = {"metadata": {"partitions": n}, "partitions": per if _flag(request, "perPartition") else {}}
         for key in ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
                     "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize"):
@@ -373,13 +419,16 @@ class AdminApi:
     @_wrap
     async def unload_topic(self, request: Request) -> Any:
         name = self._topic(request)
-        for t in await self._partitions_or_self(name):
-            await self.service.unload_topic(t)
-        return None
+        result = await self._for_each(request, name, self.service.unload_topic, suffix="/unload")
+        return result if isinstance(result, Response) else None
 
     @_wrap
     async def last_message_id(self, request: Request) -> Any:
-        topic = await self._loaded(self._topic(request))
+        name = self._topic(request)
+        redirect = await self._owner_redirect(request, name)
+        if redirect is not None:
+            return redirect
+        topic = await self._loaded(name)
         last, batch_index = await topic.last_message_id()
         return {"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": topic.name.partition_index,
                 "batchIndex": batch_index}
@@ -389,13 +438,17 @@ class AdminApi:
     @_wrap
     async def subscriptions(self, request: Request) -> Any:
         name = self._topic(request)
+
+        async def names(t: TopicName) -> list[str]:
+            if t != name and not await self.service.topic_exists(t):
+                return []  # a partition nobody used yet
+            return [n for n, s in (await self._loaded(t)).subscriptions.items() if s.durable]
+        result = await self._for_each(request, name, names, suffix="/subscriptions", tolerate=(404,))
+        if isinstance(result, Response):
+            return result
         out: list[str] = []
-        for t in await self._partitions_or_self(name):
-            if t != name or await self.service.topic_exists(t):
-                topic = await self._loaded(t)
-                out.extend(n for n, s in topic.subscriptions.items() if s.durable and n not in out)
-            elif t == name:
-                raise TopicNotFoundError(f"Topic {name} not found")
+        for part in result:
+            out.extend(n for n in part or [] if n not in out)
         return out
 
     @staticmethod
@@ -415,17 +468,18 @@ class AdminApi:
     async def subscription(self, request: Request) -> Any:
         name = self._topic(request)
         sub = request.path_params["subscription"]
-        targets = await self._partitions_or_self(name)
         if request.method == "PUT":
             start = self._message_id(await _body(request, None))
-            for t in targets:
-                topic = await self.service.get_topic(t, create=len(targets) > 1)
+
+            async def create(t: TopicName) -> None:
+                topic = await self.service.get_topic(t, create=t.partition_index >= 0)  # partitions: on demand
                 await topic.create_subscription(sub, start)
-            return None
-        for t in targets:
-            topic = await self._loaded(t)
-            await topic.delete_subscription(sub, force=_flag(request, "force"))
-        return None
+            result = await self._for_each(request, name, create)
+        else:
+            async def delete(t: TopicName) -> None:
+                await (await self._loaded(t)).delete_subscription(sub, force=_flag(request, "force"))
+            result = await self._for_each(request, name, delete)
+        return result if isinstance(result, Response) else None
 
     @_wrap
     async def skip(self, request: Request) -> Any:
@@ -433,24 +487,21 @@ class AdminApi:
         n = int(request.path_params["n"])
         if n < 0:
             raise PreconditionFailedError("number of messages to skip must be >= 0")
-        for t in await self._partitions_or_self(name):
-            await (await self._loaded(t)).subscription(request.path_params["subscription"]).skip(n)
-        return None
+        result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "skip", n))
+        return result if isinstance(result, Response) else None
 
     @_wrap
     async def skip_all(self, request: Request) -> Any:
         name = self._topic(request)
-        for t in await self._partitions_or_self(name):
-            await (await self._loaded(t)).subscription(request.path_params["subscription"]).skip(-1)
-        return None
+        result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "skip", -1))
+        return result if isinstance(result, Response) else None
 
     @_wrap
     async def reset_cursor_time(self, request: Request) -> Any:
         name = self._topic(request)
         ts = int(request.path_params["timestamp"])
-        for t in await self._partitions_or_self(name):
-            await (await self._loaded(t)).subscription(request.path_params["subscription"]).reset(timestamp_ms=ts)
-        return None
+        result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "reset", timestamp_ms=ts))
+        return result if isinstance(result, Response) else None
 
     @_wrap
     async def reset_cursor_id(self, request: Request) -> Any:
@@ -459,15 +510,19 @@ class AdminApi:
         if body is None:
             raise BadRequestError("resetcursor needs a message id body")
         pos = self._message_id(body)
-        targets = await self._partitions_or_self(name)
-        if len(targets) > 1:
+        targets = None
+        if await self.ns.partitions(name):
             idx = int(body.get("partitionIndex", -1))
             if idx < 0:
                 raise PreconditionFailedError("resetcursor by id on a partitioned topic needs partitionIndex")
             targets = [name.partition(idx)]
-        for t in targets:
-            await (await self._loaded(t)).subscription(request.path_params["subscription"]).reset(pos)
-        return None
+        result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "reset", pos),
+                                      targets=targets)
+        return result if isinstance(result, Response) else None
+
+    async def _sub_call(self, t: TopicName, request: Request, op: str, *args: Any, **kwargs: Any) -> None:
+        sub = (await self._loaded(t)).subscription(request.path_params["subscription"])
+        await getattr(sub, op)(*args, **kwargs)
 
     # -- lookup, health, metrics -----------------------------------------------------------
 
@@ -494,6 +549,34 @@ class AdminApi:
     @_wrap
     async def brokers(self, request: Request) -> Any:
         return [self.service.broker_id]
+
+
+class ForwardedError(BrokerError):
+    """An error answered by the broker a partition's request was forwarded to."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.http_status = status
+
+
+async def _forward(http: Any, request: Request, owner: dict[str, Any], partition: TopicName, method: str | None,
+                   suffix: str | None, tolerate: tuple[int, ...], content: bytes | None = None) -> Any:
+    """Send this request, for ``partition``, to the broker that owns it; its JSON answer."""
+    parts = request.url.path.split("/")  # ['', 'admin', 'v2', domain, tenant, ns, topic, ...]
+    rest = suffix if suffix is not None else ("/" + "/".join(parts[7:]) if len(parts) > 7 else "")
+    url = f"{owner['httpUrl'].rstrip('/')}/admin/v2/{partition.rest_path}{rest}"
+    r = await http.request(method or request.method, url, params=request.query_params,
+                           content=await request.body() if content is None else content,
+                           headers={"content-type": "application/json"})
+    if r.status_code in tolerate:
+        return None
+    if r.status_code >= 400:
+        try:
+            reason = r.json().get("reason", r.text)
+        except ValueError:
+            reason = r.text
+        raise ForwardedError(r.status_code, f"{partition}: {reason}")
+    return r.json() if r.content else None
 
 
 def build_app(service: "BrokerService") -> Starlette:

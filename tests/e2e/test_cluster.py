@@ -48,9 +48,54 @@ def test_two_brokers_two_bookies_on_zookeeper(quire_procs: QuireProcesses, zk_ur
         stats = httpx.get(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/stats",
                           follow_redirects=True).json()
         assert stats["msgInCounter"] == 5
+        r = httpx.post(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/subscription/s/skip_all")
+        assert r.status_code == 307  # every operation on a foreign topic, not only stats
+        check_partitioned_admin_across_brokers(c1, (p1, w1), (p2, w2))
     finally:
         c1.close()
         c2.close()
+
+
+def check_partitioned_admin_across_brokers(client: pulsar.Client, b1: tuple[int, int], b2: tuple[int, int]) -> None:
+    """Partitions live in bundles of both brokers (here: partitions 1, 5, 9 on broker 1, the
+    others on broker 2, fixed by crc32 of their names); admin operations on the partitioned
+    topic sent to one broker reach every partition, forwarded to its owner."""
+    http = httpx.Client(verify=False)  # one client: building a TLS context per call is slow
+    base = f"http://127.0.0.1:{b1[1]}/admin/v2/persistent/public/default/spread"
+    assert http.put(base + "/partitions", json=8).status_code == 204
+    assert http.post(base).status_code == 204  # creates each partition on its owner
+    lookup = f"http://127.0.0.1:{b1[1]}/lookup/v2/topic/persistent/public/default/spread-partition-"
+    owners = [http.get(f"{lookup}{i}").json()["brokerUrl"] for i in range(8)]
+    assert set(owners) == {f"pulsar://127.0.0.1:{b1[0]}", f"pulsar://127.0.0.1:{b2[0]}"}
+    assert http.put(base + "/subscription/sub", json={"ledgerId": -1, "entryId": -1}).status_code == 204
+    producer = client.create_producer("persistent://public/default/spread", batching_enabled=False,
+                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(16):
+        producer.send(f"{i}".encode())
+    producer.close()
+
+    def backlog() -> int:
+        stats = http.get(base + "/partitioned-stats").json()
+        assert stats["msgInCounter"] == 16
+        return int(stats["subscriptions"]["sub"]["msgBacklog"])
+
+    assert backlog() == 16
+    assert http.get(base + "/subscriptions").json() == ["sub"]
+    assert http.post(base + "/subscription/sub/skip_all").status_code == 204
+    assert backlog() == 0
+    assert http.post(base + "/subscription/sub/resetcursor/0").status_code == 204
+    assert backlog() == 16
+    # new partitions (some on each broker) get the subscription too
+    assert http.post(base + "/partitions", json=10).status_code == 204
+    other = f"http://127.0.0.1:{b2[1]}/admin/v2/persistent/public/default/spread"
+    for i in (8, 9):
+        assert http.get(f"{other}-partition-{i}/subscriptions", follow_redirects=True).json() == ["sub"]
+    consumer = client.subscribe("persistent://public/default/spread", "sub")
+    got = sorted(int(consumer.receive(timeout_millis=10000).data()) for _ in range(16))
+    assert got == list(range(16))
+    consumer.close()
+    assert http.delete(base + "/partitions", params={"force": "true"}).status_code == 204
+    assert http.get(f"{other}/partitions").json() == {"partitions": 0}
 
 
 def test_killed_owner_is_replaced_and_fenced(quire_procs: QuireProcesses, zk_url: str, tmp_path: Path) -> None:
