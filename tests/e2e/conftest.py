@@ -159,6 +159,9 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         cluster = start_cluster(base, zk_server)
         try:
             yield cluster
+            # SIGTERM is an orderly shutdown for `quire broker` and `quire bookie` too
+            codes = [p.terminate() for p in reversed(cluster.procs.procs)]
+            assert codes == [0] * len(codes), codes
         finally:
             cluster.procs.cleanup()
 
