@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
 from clients import AsyncClient, InitialPosition, Timeout
@@ -103,9 +104,13 @@ async def test_keep_alive_detects_paused_broker(tmp_path: Path) -> None:
             first_cnx = producer._cnx
             await trio.sleep(2.5)  # answered pings keep an idle connection open
             assert producer._cnx is first_cnx and not first_cnx.is_closed
+            timed = await client.create_producer(topic + "-timed", batching_enabled=False, send_timeout_millis=500)
             node.proc.pause()
             try:
+                late = await timed.send_async(b"unanswered")
                 with trio.fail_after(10):
+                    with pytest.raises(Timeout):  # send_timeout_millis against a real, stalled broker
+                        await late.wait()
                     await first_cnx.closed.wait()
                 assert first_cnx.close_reason == "keep-alive timeout"
             finally:
