@@ -9,11 +9,15 @@ Starts a real ZooKeeper and 3 real bookie processes (journal fdatasync on). Then
   (one task per outstanding add, as the managed ledger does).
 * **recovery**: a ledger with 100k entries left open; another client opens it with recovery
   (fence + recovery reads + close); the time is printed.
+* **reads**: 20k entries of an E=3 WQ=3 ledger read back 1000 per call: range reads (one
+  RANGE_READ per call, E == WQ) against the reference of entry-by-entry reads of the same
+  entries (``PendingReadOp``, what E > WQ ledgers use).
 
 Prints adds/s, p50/p99 latency and the ratio client/reference; writes
 ``bench/results/bench_ledger_client.json``.
 
     .venv/bin/python bench/bench_ledger_client.py [--seconds 5] [--outstanding 1000] [--recovery-entries 100000]
+        [--read-entries 20000]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from bookie import entry_format  # noqa: E402
 from bookie.client import BookKeeper, ClientConfig  # noqa: E402
 from bookie.client.distribution import write_set  # noqa: E402
 from bookie.client.ledger_metadata import master_key  # noqa: E402
+from bookie.client.read_ops import PendingReadOp  # noqa: E402
 from bookie.protocol import FrameDecoder, Op, Request, decode_response, encode_request  # noqa: E402
 from tests.fixtures.processes import free_port, port_open  # noqa: E402
 from tests.fixtures.zookeeper import ZooKeeperServer  # noqa: E402
@@ -207,6 +212,36 @@ async def recovery_time(store_url: str, bk: BookKeeper, entries: int, outstandin
             "last_entry_id": rh.last_add_confirmed}
 
 
+async def reads(bk: BookKeeper, entries: int, outstanding: int) -> dict:
+    lh = await bk.create_ledger(3, 3, 2)
+    left = entries
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await lh.add_entry(PAYLOAD)
+
+    async with trio.open_nursery() as n:
+        for _ in range(outstanding):
+            n.start_soon(worker)
+    result = {}
+    for name in ("entry_by_entry", "range"):
+        t0, c0 = _now(), time.process_time()
+        for lo in range(0, entries, 1000):
+            hi = min(entries, lo + 1000) - 1
+            if name == "range":
+                got = await lh.read(lo, hi)
+                assert len(got) == hi - lo + 1
+            else:
+                await PendingReadOp(bk, lh.ledger_id, lh.metadata, lo, hi).run()
+        elapsed, cpu = _now() - t0, time.process_time() - c0
+        result[name] = {"entries_per_s": round(entries / elapsed), "client_cpu_us_per_entry": round(cpu / entries * 1e6, 1)}
+    result["ratio_range_vs_entry_by_entry"] = round(
+        result["range"]["entries_per_s"] / result["entry_by_entry"]["entries_per_s"], 2)
+    return result
+
+
 async def main_async(args: argparse.Namespace, zk_url: str, bookies: list[str]) -> dict:
     store = await metadata.open_store(zk_url)
     try:
@@ -217,9 +252,10 @@ async def main_async(args: argparse.Namespace, zk_url: str, bookies: list[str]) 
             ref = await raw_replication(bk, args.seconds, args.outstanding)
             client = await client_adds(bk, args.seconds, args.outstanding)
             rec = await recovery_time(zk_url, bk, args.recovery_entries, args.outstanding)
+            rd = await reads(bk, args.read_entries, args.outstanding)
     finally:
         await store.close()
-    return {"reference_raw_replication": ref, "client": client, "recovery": rec,
+    return {"reference_raw_replication": ref, "client": client, "recovery": rec, "reads": rd,
             "ratio_client_vs_raw": round(client["adds_per_s"] / ref["adds_per_s"], 3)}
 
 
@@ -228,6 +264,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--outstanding", type=int, default=1000)
     ap.add_argument("--recovery-entries", type=int, default=100_000)
+    ap.add_argument("--read-entries", type=int, default=20_000)
     ap.add_argument("--dir", default="/tmp")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench-lc-", dir=args.dir))
@@ -256,6 +293,10 @@ def main() -> None:
     print(f"ratio client / raw: {result['ratio_client_vs_raw']:.2f}  (client CPU/entry: "
           f"{cl['client_cpu_us_per_entry']} us vs raw {ref['client_cpu_us_per_entry']} us)")
     print(f"recovery of a {rec['entries']}-entry open ledger (fence + close): {rec['recovery_seconds']} s")
+    rd = result["reads"]
+    print(f"reads E3/WQ3, 1000 per call: range {rd['range']['entries_per_s']} entries/s "
+          f"({rd['range']['client_cpu_us_per_entry']} us CPU) vs entry by entry {rd['entry_by_entry']['entries_per_s']} "
+          f"({rd['entry_by_entry']['client_cpu_us_per_entry']} us): ratio {rd['ratio_range_vs_entry_by_entry']}")
     out = REPO / "bench" / "results" / "bench_ledger_client.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
