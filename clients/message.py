@@ -63,8 +63,9 @@ class Message:
     def partition_key(self) -> str:
         return self._partition_key
 
-    def ordering_key(self) -> bytes:
-        return self._ordering_key
+    def ordering_key(self) -> str:
+        """As the official client: a ``str`` (the wire field is bytes)."""
+        return self._ordering_key.decode("utf-8", "replace")
 
     def publish_timestamp(self) -> int:
         return self._publish_ts

@@ -35,11 +35,12 @@ def application(pulsar: types.ModuleType, url: str, topic: str) -> dict:
             producer.send_async(f"async-{i}".encode(), callback, properties={"n": str(i)})
         producer.flush()
         assert acked.wait(10)
-        sync_id = producer.send(b"sync", partition_key="pk", event_timestamp=42)
+        sync_id = producer.send(b"sync", partition_key="pk", event_timestamp=42, ordering_key="ok")
         received = []
         for _ in range(6):
             msg = consumer.receive(timeout_millis=5000)
-            received.append((msg.data(), msg.properties(), msg.partition_key(), msg.event_timestamp()))
+            received.append((msg.data(), msg.properties(), msg.partition_key(), msg.event_timestamp(),
+                             msg.ordering_key(), type(msg.publish_timestamp()), msg.redelivery_count()))
             if msg.data() == b"async-0":
                 consumer.negative_acknowledge(msg)
             else:
