@@ -257,7 +257,7 @@ async def test_http_state_info_metrics(tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(garbage=st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=4))
 def test_fuzz_garbage_on_the_wire(tmp_path_factory: pytest.TempPathFactory, garbage: list[bytes]) -> None:
     """Random frames and random bytes: the connection may be closed, the bookie keeps serving."""

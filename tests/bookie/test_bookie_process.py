@@ -122,7 +122,7 @@ def test_sigkill_under_load_never_loses_acked_entries(tmp_path: Path) -> None:
                 stop = trio.Event()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(load, port, ledgers, next_id, acked, stop)
-                    await trio.sleep(rng.uniform(0.15, 0.6))
+                    await trio.sleep(rng.uniform(0.1, 0.45))
                     proc.kill()  # SIGKILL at a random point of the load
                     stop.set()
 
