@@ -52,6 +52,24 @@ LATEST = Position(INT64_MAX, INT64_MAX)
 _reader_ids = itertools.count()
 
 
+class _Entered:
+    """A publisher parked until its add task has entered ``ManagedLedger.add_entry``."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task: trio.lowlevel.Task | None = task
+
+    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        self.task = None  # the publisher was cancelled; the add goes on (and answers)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def release(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+
 class PersistentTopic:
     def __init__(self, service: "BrokerService", name: TopicName, ml: Any, policies: dict[str, Any]) -> None:
         self.service = service
@@ -249,15 +267,20 @@ class PersistentTopic:
                 on_done()
                 return
         assert self._nursery is not None
-        await self._nursery.start(self._add_entry, producer, slot, data, on_done)
+        # Like nursery.start (the add is entered before the next SEND is handled: positions
+        # follow the order add_entry calls begin) at a third of its cost per entry.
+        entered = _Entered(trio.lowlevel.current_task())
+        self._nursery.start_soon(self._add_entry, producer, slot, data, on_done, entered)
+        await trio.lowlevel.wait_task_rescheduled(entered.abort)
 
     async def _add_entry(
-        self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None],
-        *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None], entered: "_Entered",
     ) -> None:
         start = time.perf_counter()
         try:
-            task_status.started()  # the add below is entered before the next SEND is handled
+            # The publisher resumes only after this task has run into the managed ledger's add
+            # (everything up to its first real suspension happens before the next task step).
+            entered.release()
             pos: Position = await self.ml.add_entry(data)
         except ManagedLedgerFencedError as exc:
             producer.complete(slot, -1, -1, ("ServiceNotReady", "Topic is fenced"))
