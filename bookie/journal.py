@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+import outcome
 import trio
 from crc32c import crc32c
 
@@ -51,6 +54,49 @@ def list_journal_ids(current_dir: Path) -> list[int]:
         if fid is not None:
             ids.append(fid)
     return sorted(ids)
+
+
+class _GroupWriterThread:
+    """The journal's own worker thread for group writes.
+
+    A group commit is on every add's path, and handing it to this thread and back costs about
+    half of ``trio.to_thread.run_sync`` (no thread-cache lookup, limiter or context copy:
+    measured ~90 vs ~175 µs of CPU per group here). Started by the writer task on its first
+    group, stopped when the writer task ends. Like ``to_thread.run_sync``, a call cannot be
+    cancelled: the write is in progress either way.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    async def run(self, fn: Callable[..., LogMark], *args: object) -> LogMark:
+        if self._thread is None:
+            self._token = trio.lowlevel.current_trio_token()
+            self._thread = threading.Thread(target=self._loop, name="journal-writer", daemon=True)
+            self._thread.start()
+        self._jobs.put((fn, args, trio.lowlevel.current_task()))
+        return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
+
+    def _loop(self) -> None:
+        token = self._token
+        assert token is not None
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, task = job
+            result = outcome.capture(fn, *args)
+            try:
+                token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+            except trio.RunFinishedError:
+                return
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
 
 
 @dataclass
@@ -82,6 +128,7 @@ class Journal:
         self._threshold = config.journal_buffered_writes_threshold
         self._file: _JournalFile | None = None
         self._limiter = trio.CapacityLimiter(1)
+        self._writer = _GroupWriterThread()
         self._closed = False
         self._failed: BaseException | None = None
         # Position of the last fsynced byte: what a checkpoint may use as its LogMark.
@@ -238,6 +285,7 @@ class Journal:
             with trio.CancelScope(shield=True):
                 if self._pending and self._failed is None:
                     await self._flush_group(True)
+            self._writer.stop()
 
     async def _flush_group(self, sync: bool) -> None:
         bufs, cbs, acks, nbytes = self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes
@@ -248,7 +296,7 @@ class Journal:
         t0 = time.perf_counter()
         err: BaseException | None = None
         try:
-            mark = await trio.to_thread.run_sync(self._write_group, bufs, sync, limiter=self._limiter)
+            mark = await self._writer.run(self._write_group, bufs, sync)
         except Exception as exc:  # OSError, or a bug: either way nothing more can be made durable
             log.error("journal write failed, failing all further appends: %r", exc)
             err = self._failed = exc
