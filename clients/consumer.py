@@ -164,6 +164,7 @@ class Consumer(ConsumerBase):
         self._own_queue = queue is None
         self._queue = queue if queue is not None else MessageQueue()
         self._queue_size = max(1, receiver_queue_size or config.receiver_queue_size)
+        self._refill_at = max(1, self._queue_size // 2)  # FLOW once half the queue was consumed
         self._permits = 0
         self._cnx: ClientConnection | None = None
         self._disconnected = trio.Event()
@@ -216,6 +217,10 @@ class Consumer(ConsumerBase):
 
     def _owner_of(self, target: Message | MessageId) -> "Consumer":
         return self
+
+    async def acknowledge(self, target: Message | MessageId) -> None:
+        # The per-message path: no owner lookup (a single-topic consumer owns what it delivered).
+        self._ack(target._id if type(target) is Message else MessageId.coerce(target))
 
     def _check_open(self) -> None:
         if self._fatal is not None:
@@ -374,7 +379,7 @@ class Consumer(ConsumerBase):
         """Return ``n`` permits; send FLOW once half the queue size accumulated."""
         self._permits += n
         cnx = self._cnx
-        if cnx is not None and self._permits >= max(1, self._queue_size // 2):
+        if cnx is not None and self._permits >= self._refill_at:
             try:
                 cnx.send(cmds.flow(self._consumer_id, self._permits))
                 self._permits = 0
@@ -382,11 +387,13 @@ class Consumer(ConsumerBase):
                 pass
 
     def _on_dequeued(self, msg: Message) -> None:
-        self._credit(1)
-        mid = msg.message_id()
+        self._permits += 1
+        if self._permits >= self._refill_at:
+            self._credit(0)
+        mid = msg._id
         self._last_dequeued = mid
         if self._config.unacked_messages_timeout_ms:
-            key = (mid.ledger_id(), mid.entry_id())
+            key = (mid._ledger, mid._entry)
             self._unacked.setdefault(key, trio.current_time() + self._config.unacked_messages_timeout_ms / 1000)
 
     def _discard(self, cnx: "ClientConnection", mid: Any, error: int, count: int) -> None:
@@ -557,7 +564,7 @@ class Consumer(ConsumerBase):
 
     def _ack(self, mid: MessageId) -> None:
         self._check_open()
-        key = (mid.ledger_id(), mid.entry_id())
+        key = (mid._ledger, mid._entry)
         if mid.chunk_ids:
             for k in mid.chunk_ids:
                 self._queue_ack(k)
@@ -565,8 +572,8 @@ class Consumer(ConsumerBase):
             self._nacked.pop(key, None)
             return
         pending = self._batch_unacked.get(key)
-        if mid.batch_index() >= 0 and pending is not None:
-            pending.discard(mid.batch_index())
+        if pending is not None and mid._batch >= 0:
+            pending.discard(mid._batch)
             if pending:
                 if self._config.batch_index_ack_enabled:
                     ack_set = batch_codec.ack_set_of(pending, self._batch_sizes.get(key, mid.batch_size))
@@ -577,9 +584,12 @@ class Consumer(ConsumerBase):
             self._batch_sizes.pop(key, None)
         # Only now is the whole entry acknowledged: a nack of another message of the same
         # batch must survive acks of its siblings.
-        self._nacked.pop(key, None)
-        self._unacked.pop(key, None)
-        self._dlq_candidates.pop(key, None)
+        if self._nacked:
+            self._nacked.pop(key, None)
+        if self._unacked:
+            self._unacked.pop(key, None)
+        if self._dlq_candidates:
+            self._dlq_candidates.pop(key, None)
         self._queue_ack(key)
 
     def _queue_ack(self, key: Key) -> None:
