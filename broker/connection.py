@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 T = pb.BaseCommand
 SERVER_VERSION = "Pulsar Server quire-0.1"
 _conn_ids = itertools.count(1)
+_JOIN_BELOW = 64 * 1024  # outgoing frames at least this large are sent without a join copy
 
 
 def server_error_code(exc: BaseException) -> int:
@@ -148,15 +149,30 @@ class ServerConnection:
                     return
 
     async def _writer(self) -> None:
+        send_all = self.stream.send_all
         while True:
             await self._out_ready.wait()
             self._out_ready = trio.Event()
             while self._out:
-                chunk = b"".join(self._out)
-                self._out.clear()
+                out, self._out = self._out, []
                 self._out_bytes = 0
                 self._drained.set()
-                await self.stream.send_all(chunk)
+                if len(out) == 1:
+                    await send_all(out[0])
+                    continue
+                # Small frames (receipts, commands, small MESSAGEs) go out joined in one send;
+                # a large MESSAGE frame (a whole batch) is sent as it is: joining copies it.
+                small: list[bytes] = []
+                for frame in out:
+                    if len(frame) < _JOIN_BELOW:
+                        small.append(frame)
+                        continue
+                    if small:
+                        await send_all(b"".join(small))
+                        small = []
+                    await send_all(frame)
+                if small:
+                    await send_all(b"".join(small) if len(small) > 1 else small[0])
 
     async def _keep_alive(self) -> None:
         interval = self.config.keep_alive_interval_seconds
