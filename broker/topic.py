@@ -383,15 +383,18 @@ class PersistentTopic:
             pass
 
     async def delete_subscription(self, name: str, force: bool = False) -> None:
-        sub = self.subscriptions.get(name)
-        if sub is None:
-            raise SubscriptionNotFoundError(f"Subscription {name} not found")
-        if sub.consumers and not force:
-            raise NotAllowedError(f"Subscription {name} has active consumers")
-        del self.subscriptions[name]
-        await sub.close(disconnect=True)
-        if sub.durable:
-            await self.ml.delete_cursor(name)
+        # Under the creation lock: a subscribe arriving meanwhile must not pick up the cursor
+        # that is being deleted.
+        async with self._subscription_lock:
+            sub = self.subscriptions.get(name)
+            if sub is None:
+                raise SubscriptionNotFoundError(f"Subscription {name} not found")
+            if sub.consumers and not force:
+                raise NotAllowedError(f"Subscription {name} has active consumers")
+            del self.subscriptions[name]
+            await sub.close(disconnect=True)
+            if sub.durable:
+                await self.ml.delete_cursor(name)
 
     def subscription(self, name: str) -> Subscription:
         sub = self.subscriptions.get(name)
