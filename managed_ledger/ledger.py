@@ -62,6 +62,18 @@ class State(Enum):
     CLOSED = "Closed"
 
 
+class _LedgerWrites:
+    """The add path's state of one data ledger we write: its list entry and the adds in
+    flight (a rollover or close waits for them to drain)."""
+
+    __slots__ = ("info", "inflight", "drained")
+
+    def __init__(self, info: LedgerInfo) -> None:
+        self.info = info
+        self.inflight = 0
+        self.drained: trio.Event | None = None
+
+
 class ManagedLedger:
     """Created and opened by :class:`managed_ledger.factory.ManagedLedgerFactory`."""
 
@@ -83,8 +95,8 @@ class ManagedLedger:
         self._current_created_ms = 0
         self._reserved_entries = 0  # current ledger: confirmed + in flight
         self._reserved_size = 0
-        self._inflight: dict[int, int] = {}  # ledger id -> adds in flight
-        self._drained: dict[int, trio.Event] = {}
+        self._writes: dict[int, _LedgerWrites] = {}  # ledger id -> adds in flight on it
+        self._current_writes: _LedgerWrites | None = None  # of the current ledger
         self._read_handles: dict[int, Any] = {}
         self.last_confirmed_entry = Position(-1, -1)
         self.entries_added_counter = 0
@@ -294,7 +306,7 @@ class ManagedLedger:
         self.last_ledger_created_ms = self._current_created_ms
         self._reserved_entries = 0
         self._reserved_size = 0
-        self._inflight[lh.ledger_id] = 0
+        self._current_writes = self._writes[lh.ledger_id] = _LedgerWrites(info)
 
     async def _create_data_ledger(self) -> Any:
         c = self.config
@@ -392,12 +404,12 @@ class ManagedLedger:
             self._turn += 1
         else:
             lh = await self._take_turn()
+        writes = self._current_writes  # lh's: both are set together, no await since lh was read
         ledger_id = lh.ledger_id
         size = len(data)
         self._reserved_entries += 1
         self._reserved_size += size
-        inflight = self._inflight
-        inflight[ledger_id] = inflight.get(ledger_id, 0) + 1
+        writes.inflight += 1
         try:
             entry_id = await lh.add_entry(data)
         except BKLedgerFencedError as e:
@@ -413,17 +425,14 @@ class ManagedLedger:
                 self._slots_free += 1
             else:
                 self._slot_waiters.popleft().set()
-            left = inflight[ledger_id] = inflight[ledger_id] - 1
-            if left == 0 and ledger_id in self._drained:
-                self._drained.pop(ledger_id).set()
+            writes.inflight -= 1
+            if not writes.inflight and writes.drained is not None:
+                writes.drained.set()
         pos = _new_tuple(Position, (ledger_id, entry_id))  # = Position(...), minus a Python frame
-        info = self._current_info
-        if info is None or info.ledger_id != ledger_id:
-            info = self._by_id.get(ledger_id)  # an add of the previous ledger, completing late
-        if info is not None:
-            if entry_id >= info.entries:
-                info.entries = entry_id + 1
-            info.size += size
+        info = writes.info
+        if entry_id >= info.entries:
+            info.entries = entry_id + 1
+        info.size += size
         self.entries_added_counter += 1
         if pos > self.last_confirmed_entry:
             self.last_confirmed_entry = pos
@@ -539,9 +548,11 @@ class ManagedLedger:
         self._nursery.start_soon(self._rollover, old)
 
     async def _wait_drained(self, ledger_id: int) -> None:
-        if self._inflight.get(ledger_id, 0) > 0:
-            ev = self._drained.setdefault(ledger_id, trio.Event())
-            await ev.wait()
+        writes = self._writes.get(ledger_id)
+        if writes is not None and writes.inflight > 0:
+            if writes.drained is None or writes.drained.is_set():
+                writes.drained = trio.Event()
+            await writes.drained.wait()
 
     async def _rollover(self, old: Any) -> None:
         ready = self._ledger_ready
@@ -591,7 +602,7 @@ class ManagedLedger:
             await old.close()
         except BKError as e:
             log.info("%s: closing ledger %d: %s", self.name, old.ledger_id, e)
-        self._inflight.pop(old.ledger_id, None)
+        self._writes.pop(old.ledger_id, None)
 
     async def _delete_ledger_quietly(self, ledger_id: int) -> bool:
         for attempt in range(max(self.config.delete_retries, 1)):
@@ -732,9 +743,19 @@ class ManagedLedger:
         try:
             lh = await self._read_handle(ledger_id)
             step = max(self.config.read_batch_size, 1)
+            info = self._by_id.get(ledger_id)
+            confirmed = info.entries if info is not None else 0
             while start <= last:
                 end = min(last, start + step - 1)
-                for le in await lh.read(start, end):
+                # The ledger list knows which entries were confirmed; a handle opened while
+                # the writer had not closed the ledger yet (a rollover in progress, an owner
+                # that died before closing it) may know a lower LAC: read those unconfirmed,
+                # as Pulsar does.
+                if lh.last_add_confirmed < end < confirmed:
+                    batch = await lh.read_unconfirmed(start, end)
+                else:
+                    batch = await lh.read(start, end)
+                for le in batch:
                     out.append(Entry(Position(ledger_id, le.entry_id), bytes(le.data)))
                 start = end + 1
         except BKError as e:

@@ -21,7 +21,7 @@ def internal_stats(ml: "ManagedLedger") -> dict[str, Any]:
         "currentLedgerSize": current.size if current else 0,
         "lastLedgerCreatedTimestamp": ml.last_ledger_created_ms,
         "waitingCursorsCount": 0,
-        "pendingAddEntriesCount": ml._tickets - ml._turn + sum(ml._inflight.values()),
+        "pendingAddEntriesCount": ml._tickets - ml._turn + sum(w.inflight for w in ml._writes.values()),
         "lastConfirmedEntry": str(ml.last_confirmed_entry),
         "state": ml.state.value,
         "ledgers": [

@@ -3,7 +3,8 @@
 Same surface and the same semantics the managed ledger relies on: entry ids are assigned
 in call order, adds complete in order after a (configurable) delay, a recovery open fences
 the ledger so its writer's next add fails with BKLedgerFencedError, a closed/recovered
-ledger's length is fixed. Several `FakeBookKeeper` clients share one `FakeBookies`, which
+ledger's length is fixed, and a plain open of a ledger nobody closed sees a LAC one behind
+its last entry (``read_unconfirmed`` reads past it). Several `FakeBookKeeper` clients share one `FakeBookies`, which
 plays the bookies + ledger metadata, and tests can inject add/create failures there.
 """
 
@@ -61,12 +62,17 @@ class FakeLedgerHandle:
         self._next = len(ledger.entries)
         self._lac = len(ledger.entries) - 1
         self._closed = not writable
+        # A reader of a ledger its writer has not closed learns the LAC from the bookies:
+        # the one piggybacked on the last stored entry, i.e. one behind.
+        self._frozen_lac = None if writable or ledger.closed else len(ledger.entries) - 2
         self._last_acked_turn = -1
         self._turn_changed = trio.Condition()
 
     @property
     def last_add_confirmed(self) -> int:
-        return self._lac if self._writable else len(self._ledger.entries) - 1
+        if self._writable:
+            return self._lac
+        return len(self._ledger.entries) - 1 if self._frozen_lac is None else self._frozen_lac
 
     @property
     def length(self) -> int:
@@ -120,6 +126,15 @@ class FakeLedgerHandle:
         if self._ledger.ledger_id not in self._bookies.ledgers:
             raise BKNoSuchLedgerError(str(self.ledger_id))
         if first < 0 or last > self.last_add_confirmed or first > last:
+            raise BKNoSuchEntryError(f"{self.ledger_id}:{first}..{last}")
+        return [LedgerEntry(self.ledger_id, i, self._ledger.entries[i]) for i in range(first, last + 1)]
+
+    async def read_unconfirmed(self, first: int, last: int) -> list[LedgerEntry]:
+        """No LAC bound: whatever the bookies stored."""
+        await trio.lowlevel.checkpoint()
+        if self._ledger.ledger_id not in self._bookies.ledgers:
+            raise BKNoSuchLedgerError(str(self.ledger_id))
+        if first < 0 or last >= len(self._ledger.entries) or first > last:
             raise BKNoSuchEntryError(f"{self.ledger_id}:{first}..{last}")
         return [LedgerEntry(self.ledger_id, i, self._ledger.entries[i]) for i in range(first, last + 1)]
 
