@@ -43,6 +43,39 @@ async def test_unacked_limit_per_consumer_blocks_until_acks(nursery: trio.Nurser
     await in_thread(work)
 
 
+async def test_unacked_limit_per_subscription_spans_consumers(nursery: trio.Nursery) -> None:
+    broker = await start_broker(nursery, max_unacked_messages_per_subscription=6)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            consumers = [client.subscribe("t-unacked-sub", "s", consumer_type=pulsar.ConsumerType.Shared)
+                         for _ in range(2)]
+            p = client.create_producer("t-unacked-sub", batching_enabled=False)
+            for i in range(15):
+                p.send(str(i).encode())
+            got = [_drain(c) for c in consumers]
+            assert sum(len(g) for g in got) == 6  # the limit is shared by both consumers
+            for c, msgs in zip(consumers, got):
+                for m in msgs:
+                    c.acknowledge(m)
+            more = [m for c in consumers for m in _drain(c, 1500)]
+            assert len(more) == 6  # dispatch resumed after the acks, up to the limit again
+        finally:
+            client.close()
+
+    await in_thread(work)
+
+
+def _drain(consumer: pulsar.Consumer, timeout_ms: int = 500) -> list[pulsar.Message]:
+    out = []
+    try:
+        while True:
+            out.append(consumer.receive(timeout_millis=timeout_ms))
+    except pulsar.Timeout:
+        return out
+
+
 async def test_message_ttl_expires_backlog(broker) -> None:  # type: ignore[no-untyped-def]
     ns = NamespaceName("public", "default")
     await broker.namespaces.set_policy(ns, "message_ttl_in_seconds", 1)

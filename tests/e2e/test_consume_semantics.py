@@ -10,6 +10,7 @@ import uuid
 import httpx
 import pulsar
 import pytest
+from pulsar.schema import Integer, JsonSchema, Record, String, StringSchema
 
 from tests.e2e.conftest import Cluster, Standalone
 
@@ -192,3 +193,19 @@ def test_unsubscribe(node: Standalone | Cluster, node_client: pulsar.Client) -> 
     # a new subscription of that name starts afresh (latest): the old backlog is gone
     fresh = node_client.subscribe(t, "gone")
     assert drain(fresh, 300) == []
+
+
+class Reading(Record):
+    sensor = String()
+    value = Integer()
+
+
+def test_schemas_are_registered_and_checked(node_client: pulsar.Client) -> None:
+    t = topic()
+    producer = node_client.create_producer(t, schema=JsonSchema(Reading))
+    consumer = node_client.subscribe(t, "s", schema=JsonSchema(Reading), initial_position=pulsar.InitialPosition.Earliest)
+    producer.send(Reading(sensor="a", value=7))
+    got = consumer.receive(timeout_millis=5000).value()
+    assert (got.sensor, got.value) == ("a", 7)
+    with pytest.raises(pulsar.IncompatibleSchema):
+        node_client.create_producer(t, schema=StringSchema())
