@@ -98,6 +98,11 @@ class RequestProcessor:
         self.added_bytes = 0
         self._published_bytes = 0
         self._states = storage.states
+        # Ledgers whose fence record is fsynced in this process's journal, and fence records
+        # being written: recovery sends a fencing read per entry, and only the first may cost
+        # a journal write + fsync (BookKeeper journals the fence once per ledger too).
+        self._fence_durable: set[int] = set()
+        self._fence_writes: dict[int, trio.Event] = {}
         journal.on_durable = self._adds_durable
 
     # --- metrics -------------------------------------------------------------------------
@@ -353,7 +358,7 @@ class RequestProcessor:
             self.journal.append(jf.master_key_payload(lid, req.master_key), None)
         self._check_key(st, req)
         self.storage.set_fenced(lid)
-        await self.journal.append_and_wait(jf.fence_payload(lid))
+        await self._make_fence_durable(lid)
         last = await self.storage.last_entry_id(lid)
         eid = req.entry_id if req.entry_id >= 0 else last
         if eid < 0:
@@ -362,6 +367,22 @@ class RequestProcessor:
         lac = await self.storage.last_add_confirmed(lid)
         self._count("read", 0)
         return reply_frame(Op.READ, req.request_id, 0, lid, eid, data, lac=lac, last_entry_id=last)
+
+    async def _make_fence_durable(self, lid: int) -> None:
+        """Return once a fence record of `lid` is fsynced: write one, or wait for the one
+        being written; a failed write leaves the next fencer to try again."""
+        while lid not in self._fence_durable:
+            pending = self._fence_writes.get(lid)
+            if pending is not None:
+                await pending.wait()
+                continue
+            done = self._fence_writes[lid] = trio.Event()
+            try:
+                await self.journal.append_and_wait(jf.fence_payload(lid))
+                self._fence_durable.add(lid)
+            finally:
+                del self._fence_writes[lid]
+                done.set()
 
     async def _long_poll(self, req: Request) -> bytes:
         lid = req.ledger_id

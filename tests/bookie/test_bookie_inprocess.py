@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -82,8 +83,22 @@ async def test_fence_recovery_add_and_master_key(tmp_path: Path) -> None:
         assert (await c.add(7, 3, b"bad", key=b"other")).status == Status.UNAUTHORIZED
         bad = await c.read(7, -1, flags=Flag.FENCE, master_key=b"other")
         assert bad.status == Status.UNAUTHORIZED
+        journal_writes = 0
+        append_and_wait = r.bookie.journal.append_and_wait
+
+        async def counting(payload: bytes) -> None:
+            nonlocal journal_writes
+            journal_writes += 1
+            await append_and_wait(payload)
+
+        r.bookie.journal.append_and_wait = counting  # type: ignore[method-assign]
+        # concurrent fencing reads (recovery sends one per entry): one journal fence record
+        async with trio.open_nursery() as fencers:
+            for eid in (-1, 0, 1, 2):
+                fencers.start_soon(partial(c.read, 7, eid, flags=Flag.FENCE, master_key=MASTER_KEY))
+        assert journal_writes == 1
         fence = await c.read(7, -1, flags=Flag.FENCE, master_key=MASTER_KEY)
-        assert fence.status == Status.OK
+        assert fence.status == Status.OK and journal_writes == 1
         assert fence.entry_id == 2 and entry_format.payload(fence.body) == b"e2" and fence.lac == 1
         assert (await c.add(7, 3, b"late")).status == Status.FENCED
         assert (await c.add(7, 3, b"rec", flags=Flag.RECOVERY_ADD)).status == Status.OK
