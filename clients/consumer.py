@@ -450,6 +450,7 @@ class Consumer(ConsumerBase):
         redelivery = cmd.redelivery_count
         key = (ledger, entry)
         topic, schema, producer_name, publish_time = self._topic, self._config.schema, meta.producer_name, meta.publish_time
+        version = meta.schema_version  # one per entry, shared by its messages
         out: list[Message] = []
         if not meta.HasField("num_messages_in_batch"):
             if self._start_filter is None or not self._is_prior(ledger, entry, -1):
@@ -458,7 +459,7 @@ class Consumer(ConsumerBase):
                         data, MessageId(partition, ledger, entry, -1), topic,
                         {kv.key: kv.value for kv in meta.properties} if meta.properties else None,
                         meta.partition_key, meta.ordering_key, publish_time, meta.event_time, redelivery,
-                        producer_name, meta.sequence_id, meta.null_value, schema, self,
+                        producer_name, meta.sequence_id, meta.null_value, schema, self, version,
                     )
                 )
         else:
@@ -482,7 +483,7 @@ class Consumer(ConsumerBase):
                     out.append(
                         Message(
                             bytes(body), mid, topic, None, "", b"", publish_time, 0, redelivery, producer_name,
-                            seq if seq >= 0 else first_seq + i, False, schema, self,
+                            seq if seq >= 0 else first_seq + i, False, schema, self, version,
                         )
                     )
                     continue
@@ -494,7 +495,7 @@ class Consumer(ConsumerBase):
                         {kv.key: kv.value for kv in smm.properties} if smm.properties else None,
                         smm.partition_key, smm.ordering_key, publish_time, smm.event_time, redelivery,
                         producer_name, smm.sequence_id if smm.HasField("sequence_id") else first_seq + i,
-                        smm.null_value, schema, self,
+                        smm.null_value, schema, self, version,
                     )
                 )
             if out:
@@ -557,6 +558,7 @@ class Consumer(ConsumerBase):
                 sequence_id=meta.sequence_id,
                 schema=self._config.schema,
                 consumer=self,
+                schema_version=meta.schema_version,
             )
         )
 

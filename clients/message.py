@@ -15,7 +15,7 @@ class Message:
 
     __slots__ = (
         "_data", "_properties", "_partition_key", "_ordering_key", "_publish_ts", "_event_ts",
-        "_id", "_redelivery", "_topic", "_producer", "_schema", "_consumer", "_null", "_seq",
+        "_id", "_redelivery", "_topic", "_producer", "_schema", "_consumer", "_null", "_seq", "_schema_version",
     )
 
     def __init__(
@@ -34,6 +34,7 @@ class Message:
         null_value: bool = False,
         schema: Any = None,
         consumer: "ConsumerBase | None" = None,
+        schema_version: bytes = b"",
     ) -> None:
         self._data = data
         self._id = message_id
@@ -49,6 +50,7 @@ class Message:
         self._null = null_value
         self._schema = schema
         self._consumer = consumer  # the single-topic consumer that must ack it
+        self._schema_version = schema_version
 
     def data(self) -> bytes:
         return self._data
@@ -87,6 +89,10 @@ class Message:
 
     def sequence_id(self) -> int:
         return self._seq
+
+    def schema_version(self) -> str:
+        """The producer's schema version ('' without a schema), a ``str`` as the official client's."""
+        return self._schema_version.decode("utf-8", "replace")
 
     def has_null_value(self) -> bool:
         return self._null

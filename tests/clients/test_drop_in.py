@@ -40,7 +40,8 @@ def application(pulsar: types.ModuleType, url: str, topic: str) -> dict:
         for _ in range(6):
             msg = consumer.receive(timeout_millis=5000)
             received.append((msg.data(), msg.properties(), msg.partition_key(), msg.event_timestamp(),
-                             msg.ordering_key(), type(msg.publish_timestamp()), msg.redelivery_count()))
+                             msg.ordering_key(), type(msg.publish_timestamp()), msg.redelivery_count(),
+                             msg.schema_version(), msg.producer_name() == producer.producer_name()))
             if msg.data() == b"async-0":
                 consumer.negative_acknowledge(msg)
             else:
@@ -99,5 +100,7 @@ def test_names_and_enum_values_match_official() -> None:
         public = {m for m in dir(getattr(official_module, cls)) if not m.startswith("_")}
         public -= {"create_table_view", "get_service_info", "wrap"}  # table views, service-info providers, C++ wrapping
         assert all(hasattr(getattr(quire_module, cls), m) for m in public), cls
+    assert all(hasattr(quire_module.Message, m) for m in dir(official_module.Message)
+               if not m.startswith("_") and m != "encryption_context")  # no end-to-end encryption
     policy = quire_module.ConsumerBatchReceivePolicy(10, -1, 500)  # the official positional signature
     assert (policy.max_num_messages, policy.timeout_ms) == (10, 500)

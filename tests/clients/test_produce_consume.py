@@ -364,7 +364,7 @@ def test_key_shared_routes_each_key_to_one_consumer(client, topic: str) -> None:
     assert all(len(who) == 1 for who in owners.values())
 
 
-def test_schema_objects_encode_and_decode(client, topic: str) -> None:  # type: ignore[no-untyped-def]
+def test_schema_objects_encode_and_decode(client, official, topic: str) -> None:  # type: ignore[no-untyped-def]
     from pulsar.schema import StringSchema
 
     consumer = client.subscribe(topic, "sub", schema=StringSchema())
@@ -372,6 +372,12 @@ def test_schema_objects_encode_and_decode(client, topic: str) -> None:  # type: 
     producer.send("héllo")
     msg = consumer.receive(5000)
     assert msg.value() == "héllo" and msg.data() == "héllo".encode()
+    assert msg.schema_version() == ""  # this client does not register schemas
+    # The official producer registers its schema: the broker's version reaches our Message.
+    theirs = official.subscribe(topic, "official-sub", schema=StringSchema())
+    official.create_producer(topic, schema=StringSchema()).send("from c++")
+    ours, reference = consumer.receive(5000), theirs.receive(5000)
+    assert ours.value() == "from c++" and ours.schema_version() == reference.schema_version() != ""
 
 
 def test_failover_subscription(client, topic: str) -> None:  # type: ignore[no-untyped-def]
