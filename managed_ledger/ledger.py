@@ -398,10 +398,9 @@ class ManagedLedger:
             and self._reserved_size < self._max_size_bytes
             and self._slots_free > 0
         ):
-            # fast path (the max-age rollover is the background loop's job here)
+            # fast path (the max-age rollover is the background loop's job here); tickets
+            # and turn only order adds that wait, so with none waiting they stay equal
             self._slots_free -= 1
-            self._tickets += 1
-            self._turn += 1
         else:
             lh = await self._take_turn()
         writes = self._current_writes  # lh's: both are set together, no await since lh was read
