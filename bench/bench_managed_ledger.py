@@ -13,9 +13,12 @@ two halves in ABBA order so load drift and a fuller bookie hit both sides alike)
 Wall-clock rates are noisy on a shared machine, so the managed ledger's own cost is also
 measured without any I/O: its CPU per add over an instant in-memory ledger handle against
 that handle alone (``--profile`` prints where that time goes).
+With ``--instructions`` (needs valgrind) the client's instructions per add are also counted
+under callgrind for both sides, with instrumentation on only while pumping and the fixed
+costs cancelled by differencing two run lengths: a load-independent overhead figure.
 Prints the ratios and writes bench/results/bench_managed_ledger.json.
 
-    .venv/bin/python bench/bench_managed_ledger.py [--entries 10000] [--inflight 500] [--rounds 12] [--profile]
+    .venv/bin/python bench/bench_managed_ledger.py [--entries 10000] [--inflight 500] [--rounds 12] [--profile] [--instructions]
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -199,13 +205,70 @@ async def run_instant_rounds(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------- instruction counts
+
+async def callgrind_child(kind: str, n: int, zk_url: str, inflight: int) -> None:
+    """Runs under valgrind: pump `n` adds of one side with instrumentation on, then dump."""
+    def ctl(*a: str) -> None:
+        subprocess.run(["callgrind_control", *a, str(os.getpid())], check=True, capture_output=True)
+
+    store = await metadata.open_store(zk_url)
+    try:
+        # valgrind slows this process ~50x: generous add timeout
+        async with BookKeeper(store, ClientConfig(add_entry_timeout_s=120)) as bk:
+            while not await bk.writable_bookies():
+                await trio.sleep(0.05)
+            async with ManagedLedgerFactory(store, bk, ML_CONFIG) as factory:
+                lh = await bk.create_ledger(1, 1, 1)
+                ml = await factory.open(f"callgrind/ns/persistent/{kind}-{n}-{os.getpid()}")
+                await ml.open_cursor("tail")
+                add = lh.add_entry if kind == "raw" else ml.add_entry
+                await pump(add, 200, min(inflight, 200))  # warm up both paths
+                await trio.to_thread.run_sync(ctl, "-i", "on")
+                await pump(add, n, inflight)
+                await trio.to_thread.run_sync(ctl, "-i", "off")
+                await trio.to_thread.run_sync(ctl, "-d")
+    finally:
+        await store.close()
+
+
+def count_instructions(zk_url: str, root: Path, inflight: int) -> dict[str, Any]:
+    """Client instructions per add of each side: (I(3000) - I(1000)) / 2000."""
+    per_add: dict[str, float] = {}
+    for kind in ("raw", "managed"):
+        totals = []
+        for n in (1000, 3000):
+            out = root / f"callgrind.{kind}.{n}"
+            subprocess.run(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}.%p",
+                 sys.executable, __file__, "--callgrind-child", kind, str(n), zk_url, str(inflight)],
+                check=True, capture_output=True, timeout=900,
+            )
+            dump = next(root.glob(f"callgrind.{kind}.{n}.*.1"))  # the dump taken after the pump
+            totals.append(next(int(line.split()[1]) for line in dump.read_text().splitlines() if line.startswith("totals:")))
+        per_add[kind] = (totals[1] - totals[0]) / 2000
+    return {
+        "instructions_per_add_raw": round(per_add["raw"]),
+        "instructions_per_add_managed": round(per_add["managed"]),
+        "instructions_overhead_pct": round(100 * (per_add["managed"] / per_add["raw"] - 1), 1),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=10000)
     ap.add_argument("--inflight", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--profile", action="store_true", help="cProfile the managed ledger's add path")
+    ap.add_argument("--instructions", action="store_true", help="count instructions per add under callgrind")
+    ap.add_argument("--callgrind-child", nargs=4, metavar=("KIND", "N", "ZK_URL", "INFLIGHT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.callgrind_child:
+        kind, n, zk_url, inflight = args.callgrind_child
+        trio.run(callgrind_child, kind, int(n), zk_url, int(inflight))
+        return
+    if args.instructions and shutil.which("valgrind") is None:
+        ap.error("--instructions needs valgrind")
     results: dict[str, Any] = {
         "entry_size": len(ENTRY), "entries_per_round": args.entries, "inflight": args.inflight, "rounds": args.rounds,
     }
@@ -227,6 +290,8 @@ def main() -> None:
             bookie.start()
             bookie.wait_ready(30)
             results.update(trio.run(run_bookie_rounds, zk_url, args))
+            if args.instructions:
+                results.update(count_instructions(zk_url, root, args.inflight))
         finally:
             if bookie is not None:
                 bookie.kill()
@@ -250,6 +315,11 @@ def main() -> None:
         f"tail read: entry cache {results['tail_read_cache_entries_per_s']}/s vs bookie read "
         f"{results['read_from_bookie_entries_per_s']}/s -> x{results['tail_cache_over_bookie_read']}"
     )
+    if args.instructions:
+        print(
+            f"client instructions per add (callgrind, load-independent): raw {results['instructions_per_add_raw']}, "
+            f"managed {results['instructions_per_add_managed']} (+{results['instructions_overhead_pct']}%)"
+        )
     out = REPO / "bench" / "results" / "bench_managed_ledger.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
