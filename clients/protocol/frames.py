@@ -200,29 +200,35 @@ class FrameDecoder:
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()  # an incomplete frame's bytes
-        self._need = 4  # bytes the buffer must hold before the next frame can be complete
+        # An incomplete frame's bytes, as received: joined once when the frame is complete
+        # (growing a bytearray instead re-copies a large frame on every reallocation, and a
+        # whole batch arrives in many pieces).
+        self._parts: list[bytes] = []
+        self._have = 0
+        self._need = 4  # bytes the parts must hold before the next frame can be complete
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete frame."""
-        return len(self._buf)
+        return self._have
 
     def feed(self, data: Buffer) -> list[Frame]:
         """Add received bytes; return every frame they complete, in order.
 
         Complete frames are decoded in place (their views point into an immutable copy of the
-        received bytes); only the tail of an incomplete frame is buffered, and the buffer is
+        received bytes); only the tail of an incomplete frame is kept, and its pieces are
         joined once, when that frame is complete, so large frames cost linear time.
         """
-        if self._buf:
-            self._buf += data
-            if len(self._buf) < self._need:
-                return []
-            data = bytes(self._buf)
-            self._buf.clear()
-        elif not isinstance(data, bytes):
+        if not isinstance(data, bytes):
             data = bytes(data)
+        if self._parts:
+            self._parts.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            data = b"".join(self._parts)
+            self._parts = []
+            self._have = 0
         view = memoryview(data)
         frames: list[Frame] = []
         pos, end = 0, len(view)
@@ -239,7 +245,8 @@ class FrameDecoder:
                 pos += 4 + total
         finally:
             if pos < end:
-                self._buf += view[pos:]
+                self._parts.append(data if pos == 0 else bytes(view[pos:]))
+                self._have = end - pos
                 self._need = need
         return frames
 
