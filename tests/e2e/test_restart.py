@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -100,5 +101,67 @@ def test_sigkill_and_restart_keeps_data_and_cursors(tmp_path: Path) -> None:
             count += 1
         assert count == 301
         client.close()
+    finally:
+        node.proc.kill()
+
+
+def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    """SIGKILL while producers are sending: every message whose send was acknowledged is
+    there after the restart, in order per producer."""
+    node = start_standalone(tmp_path)
+    try:
+        client = node.client()
+        t = "persistent://public/default/mid-stream"
+        client.subscribe(t, "keep").close()  # retention: a durable subscription holds the data
+        acked: dict[str, list[int]] = {"batched": [], "single": []}
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def produce(kind: str) -> None:
+            producer = client.create_producer(t, producer_name=kind, batching_enabled=kind == "batched",
+                                              batching_max_publish_delay_ms=2, block_if_queue_full=True)
+
+            def done(res: pulsar.Result, _mid: object, i: int) -> None:
+                if res == pulsar.Result.Ok:
+                    with lock:
+                        acked[kind].append(i)
+
+            i = 0
+            while not stop.is_set():
+                try:
+                    producer.send_async(f"{kind}-{i}".encode(), lambda r, m, i=i: done(r, m, i))
+                except (pulsar.PulsarException, RuntimeError):
+                    return  # the broker is gone or the client closed
+                i += 1
+                if i % 50 == 0:
+                    time.sleep(0.005)
+
+        threads = [threading.Thread(target=produce, args=(k,)) for k in acked]
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 20
+        while min(len(v) for v in acked.values()) < 500:  # well into the stream
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        node.proc.kill()
+        stop.set()
+        client.close()  # fails what is pending and unblocks senders waiting for queue room
+        for th in threads:
+            th.join(15)
+        with lock:
+            confirmed = {k: list(v) for k, v in acked.items()}
+
+        node.proc.start()
+        node.proc.wait_ready(60)
+        client = node.client()
+        reader = client.create_reader(t, pulsar.MessageId.earliest)
+        stored: dict[str, list[int]] = {"batched": [], "single": []}
+        while reader.has_message_available():
+            kind, i = reader.read_next(timeout_millis=10000).data().decode().rsplit("-", 1)
+            stored[kind].append(int(i))
+        client.close()
+        for kind, ids in confirmed.items():
+            assert set(ids) <= set(stored[kind]), kind
+            assert stored[kind] == sorted(stored[kind]), kind  # per-producer order kept
     finally:
         node.proc.kill()
