@@ -548,7 +548,11 @@ class AdminApi:
 
     @_wrap
     async def brokers(self, request: Request) -> Any:
-        return [self.service.broker_id]
+        cluster = request.path_params["cluster"]
+        if await self.ns.get_cluster(cluster) is None:
+            raise NamespaceNotFoundError(f"Cluster {cluster} does not exist")
+        # every live broker registers an ephemeral node (its session is its liveness)
+        return sorted(await self.service.store.children("/loadbalance/brokers"))
 
 
 class ForwardedError(BrokerError):

@@ -166,6 +166,9 @@ def test_clusters_tenants_and_json_errors(standalone: Standalone) -> None:
     a = httpx.Client(base_url=standalone.admin)
     info = a.get("/admin/v2/clusters/standalone").json()
     assert info["brokerServiceUrl"] == standalone.url and info["serviceUrl"] == standalone.admin
+    assert a.get("/admin/v2/brokers/standalone").json() == [f"127.0.0.1:{standalone.web_port}"]
+    assert a.get("/admin/v2/brokers/nope").status_code == 404
+    assert a.get("/admin/v2/brokers/health").text == "ok"
     missing = a.get("/admin/v2/clusters/nope")
     assert missing.status_code == 404 and "nope" in missing.json()["reason"]
     assert a.put("/admin/v2/clusters/other", json={"serviceUrl": "http://other:8080"}).status_code == 204

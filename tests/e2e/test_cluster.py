@@ -48,6 +48,8 @@ def test_two_brokers_two_bookies_on_zookeeper(quire_procs: QuireProcesses, zk_ur
         stats = httpx.get(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/stats",
                           follow_redirects=True).json()
         assert stats["msgInCounter"] == 5
+        brokers = httpx.get(f"http://127.0.0.1:{w1}/admin/v2/brokers/standalone").json()
+        assert brokers == sorted([f"127.0.0.1:{w1}", f"127.0.0.1:{w2}"])
         r = httpx.post(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/subscription/s/skip_all")
         assert r.status_code == 307  # every operation on a foreign topic, not only stats
         check_partitioned_admin_across_brokers(c1, (p1, w1), (p2, w2))
