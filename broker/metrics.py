@@ -40,6 +40,16 @@ class _TopicCollector(Collector):
             "pulsar_throughput_in": GaugeMetricFamily("pulsar_throughput_in", "bytes/s published", labels=labels),
             "pulsar_throughput_out": GaugeMetricFamily("pulsar_throughput_out", "bytes/s dispatched", labels=labels),
         }
+        sub_labels = labels + ["subscription"]
+        sub_fams = {
+            name: GaugeMetricFamily(name, doc, labels=sub_labels) for name, doc in (
+                ("pulsar_subscription_back_log", "entries not yet acked by the subscription"),
+                ("pulsar_subscription_delayed", "messages held for delayed delivery"),
+                ("pulsar_subscription_unacked_messages", "messages delivered and not yet acked"),
+                ("pulsar_subscription_msg_rate_out", "messages/s dispatched to the subscription"),
+                ("pulsar_subscription_blocked_on_unacked_messages", "1 while the unacked limit holds dispatch"),
+            )
+        }
         cluster = self.service.config.cluster_name
         for topic in list(self.service.topics.values()):
             lv = [cluster, str(topic.name.namespace_name), str(topic.name)]
@@ -52,6 +62,15 @@ class _TopicCollector(Collector):
             fams["pulsar_in_messages_total"].add_metric(lv, topic.msg_in)
             fams["pulsar_in_bytes_total"].add_metric(lv, topic.bytes_in)
             consumers = [c for s in subs for c in s.consumers]
+            for sub in subs:
+                st = sub.stats()
+                sv = lv + [sub.name]
+                sub_fams["pulsar_subscription_back_log"].add_metric(sv, st["msgBacklog"])
+                sub_fams["pulsar_subscription_delayed"].add_metric(sv, st["msgDelayed"])
+                sub_fams["pulsar_subscription_unacked_messages"].add_metric(sv, st["unackedMessages"])
+                sub_fams["pulsar_subscription_msg_rate_out"].add_metric(sv, st["msgRateOut"])
+                sub_fams["pulsar_subscription_blocked_on_unacked_messages"].add_metric(
+                    sv, int(st["blockedSubscriptionOnUnackedMsgs"]))
             fams["pulsar_out_messages_total"].add_metric(
                 lv, sum(s.msg_out_closed for s in subs) + sum(c.msg_out for c in consumers))
             fams["pulsar_out_bytes_total"].add_metric(
@@ -61,6 +80,7 @@ class _TopicCollector(Collector):
             fams["pulsar_rate_out"].add_metric(lv, sum(c.rates.get("msgRateOut") for c in consumers))
             fams["pulsar_throughput_out"].add_metric(lv, sum(c.rates.get("msgThroughputOut") for c in consumers))
         yield from fams.values()
+        yield from sub_fams.values()
 
 
 class BrokerMetrics:

@@ -291,6 +291,8 @@ def test_metrics_series_move(standalone: Standalone, client: pulsar.Client) -> N
     assert mid["pulsar_out_messages_total"] - before["pulsar_out_messages_total"] == n
     assert mid["pulsar_broker_in_messages_total"] - before["pulsar_broker_in_messages_total"] >= n
     assert mid["pulsar_msg_backlog"] == n  # received, not yet acknowledged
+    assert mid["pulsar_subscription_back_log"] == n  # (unacked counts are kept for Shared only, as Pulsar)
+    assert mid["pulsar_subscription_msg_rate_out"] > 0
     assert mid["pulsar_storage_size"] >= before["pulsar_storage_size"] + 100 * n
     assert mid["pulsar_producers_count"] == 1 and mid["pulsar_consumers_count"] == 1
     assert mid["pulsar_broker_publish_latency_seconds_count"] - before["pulsar_broker_publish_latency_seconds_count"] >= n
@@ -302,6 +304,6 @@ def test_metrics_series_move(standalone: Standalone, client: pulsar.Client) -> N
     deadline = time.monotonic() + 10
     while (after := _scrape(standalone, t))["pulsar_msg_backlog"] and time.monotonic() < deadline:
         time.sleep(0.1)  # acks are grouped by the client for 100 ms
-    assert after["pulsar_msg_backlog"] == 0
+    assert after["pulsar_msg_backlog"] == 0 and after["pulsar_subscription_back_log"] == 0
     assert after["pulsar_producers_count"] == 0 and after["pulsar_consumers_count"] == 0
     assert after["pulsar_out_messages_total"] == mid["pulsar_out_messages_total"]  # counters never go back
