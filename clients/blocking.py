@@ -219,6 +219,7 @@ class Client:
             access_mode=ProducerAccessMode(int(access_mode)),
             properties=properties,
             schema=_schema(schema),
+            batching_type=BatchingType(int(batching_type)),
         )
         inner = self._loop.run(self._async.create_producer, topic, cfg)
         return Producer(self._loop, inner, max_pending_messages, block_if_queue_full)

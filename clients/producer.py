@@ -22,7 +22,7 @@ import trio
 from . import errors
 from .lookup import Backoff
 from .message_id import MessageId
-from .options import CompressionType, PartitionsRoutingMode, ProducerAccessMode
+from .options import BatchingType, CompressionType, PartitionsRoutingMode, ProducerAccessMode
 from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
@@ -57,6 +57,7 @@ class ProducerConfig:
     schema: Any = None
     initial_subscription_name: str | None = None
     partitions_update_interval_s: float = 60.0
+    batching_type: BatchingType = BatchingType.Default
 
 
 class SendFuture:
@@ -175,6 +176,10 @@ class Producer:
         self._scope = trio.CancelScope()
         self._closed = False
         self._fatal: BaseException | None = None
+        # Key-based batching: a batch only holds messages of one key (Key_Shared consumers get
+        # whole batches), so a message with another key closes the open batch. One open batch at
+        # a time keeps sequence ids in send order, which broker deduplication relies on.
+        self._key_based = config.batching_type == BatchingType.KeyBased
         self._compression = int(config.compression_type)
         if not compression.available(self._compression):
             raise errors.InvalidConfiguration(f"compression {config.compression_type!r} is not available")
@@ -269,6 +274,7 @@ class Producer:
             if self._batch and (
                 len(self._batch) >= self._config.batching_max_messages
                 or self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
+                or (self._key_based and _batch_key(msg) != _batch_key(self._batch[0][0]))
             ):
                 self._flush_batch()
             if not self._batch:
@@ -429,10 +435,15 @@ class Producer:
         )
         comp = self._compression or None
         payload = compression.compress(self._compression, body)
+        first = items[0][0]
         meta = cmds.message_metadata(
             self._name or "",
             first_seq,
             int(time.time() * 1000),
+            # As the official clients: the batch carries its first message's keys, which is what
+            # the broker routes a batch by on Key_Shared subscriptions.
+            partition_key=first.partition_key,
+            ordering_key=first.ordering_key,
             num_messages_in_batch=len(items),
             compression=comp,
             uncompressed_size=len(body) if comp else None,
@@ -624,6 +635,11 @@ class Producer:
             if self._pending and trio.current_time() - self._pending[0].created > timeout:
                 # As the C++ client: once the oldest message timed out, fail everything pending.
                 self._fail_pending(errors.Timeout(f"send to {self._topic} timed out after {timeout}s"))
+
+
+def _batch_key(msg: OutgoingMessage) -> bytes | str | None:
+    """The key a key-based batch groups by: the ordering key, else the partition key."""
+    return msg.ordering_key or msg.partition_key
 
 
 def deliver_at_ms(deliver_at: int | None, deliver_after: Any) -> int | None:

@@ -354,14 +354,23 @@ def test_key_shared_routes_each_key_to_one_consumer(client, topic: str) -> None:
     producer = client.create_producer(topic, batching_enabled=False)
     for i in range(40):
         producer.send(b"%d" % i, partition_key=f"key-{i % 8}")
+    # Key-based batches hold one key each and carry it in the batch metadata, so the broker
+    # routes whole batches by key too.
+    batched = client.create_producer(topic, batching_type=pulsar.BatchingType.KeyBased,
+                                     batching_max_publish_delay_ms=50)
+    for i in range(40):
+        batched.send_async(b"b%d" % i, None, partition_key=f"key-{i // 5}")
+    batched.flush()
     owners: dict[str, set[int]] = {}
-    total = 0
+    total = batch_members = 0
     for idx, consumer in enumerate(consumers):
         for msg in drain(consumer, 1000):
             owners.setdefault(msg.partition_key(), set()).add(idx)
             total += 1
-    assert total == 40
+            batch_members += msg.message_id().batch_index() > 0
+    assert total == 80 and batch_members > 0
     assert all(len(who) == 1 for who in owners.values())
+    assert len({next(iter(who)) for who in owners.values()}) == 2  # both consumers got keys
 
 
 def test_schema_objects_encode_and_decode(client, official, topic: str) -> None:  # type: ignore[no-untyped-def]

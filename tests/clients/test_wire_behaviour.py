@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from clients import AsyncClient
-from clients.protocol import frames
+from clients.protocol import batch, frames
 from clients.protocol.pulsar_api_pb2 import BaseCommand
 from tests.clients.fake_broker import FakeBroker
 
@@ -104,8 +104,6 @@ async def test_batch_metadata(fake: FakeBroker) -> None:
         assert send.num_messages == 3 and send.sequence_id == 0 and send.highest_sequence_id == 2
         parsed = frames.parse_entry(fake.entries[0])
         assert parsed.metadata.num_messages_in_batch == 3 and parsed.metadata.highest_sequence_id == 2
-        from clients.protocol import batch
-
         items = batch.parse_batch(parsed.payload, 3)
         assert [(m.sequence_id, m.partition_key, bytes(p)) for m, p in items] == [
             (0, "k0", b"m0"), (1, "k1", b"m1"), (2, "k2", b"m2")]
@@ -189,3 +187,20 @@ async def test_send_timeout_fails_pending_sends(fake: FakeBroker) -> None:
                     await f.wait()
             with pytest.raises(Timeout):
                 await producer.send(b"late")
+
+
+async def test_key_based_batches_hold_one_key(fake: FakeBroker) -> None:
+    from clients import BatchingType
+
+    async with AsyncClient(fake.url) as client:
+        producer = await client.create_producer(TOPIC, batching_type=BatchingType.KeyBased,
+                                                batching_max_publish_delay_ms=60_000)
+        for key in ("a", "a", "b", "b", "a"):
+            await producer.send_async(b"m", partition_key=key)
+        await producer.flush()
+        sends = fake.commands(T.SEND)
+        assert [s.num_messages for s in sends] == [2, 2, 1]
+        assert [s.sequence_id for s in sends] == [0, 2, 4]  # still in send order (dedup-safe)
+        keys = [{m.partition_key for m, _ in batch.parse_batch(frames.parse_entry(e).payload, s.num_messages)}
+                for e, s in zip(fake.entries, sends, strict=True)]
+        assert keys == [{"a"}, {"b"}, {"a"}]
