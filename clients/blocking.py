@@ -272,6 +272,7 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
             max_pending_chunked_message=max_pending_chunked_message,
             schema=_schema(schema),
+            key_shared_policy=key_shared_policy,
         )
         inner = self._loop.run(self._async.subscribe, topic, subscription_name, cfg)
         return Consumer(self._loop, inner, message_listener)

@@ -74,6 +74,7 @@ class ConsumerConfig:
     start_message_id: MessageId | None = None
     start_message_id_inclusive: bool = False
     key_shared_sticky: bool = False
+    key_shared_policy: Any = None  # ConsumerKeySharedPolicy (ours or the official one)
     partitions_update_interval_s: float = 60.0
     max_pending_chunked_message: int = 10
 
@@ -265,13 +266,24 @@ class Consumer(ConsumerBase):
             initial_position=int(cfg.initial_position),
             replicate_subscription_state=cfg.replicate_subscription_state_enabled or None,
             subscription_properties=cfg.subscription_properties,
-            key_shared_mode=(
-                (KeySharedMode.STICKY if cfg.key_shared_sticky else KeySharedMode.AUTO_SPLIT)
-                if self._sub_type == CommandSubscribe.Key_Shared
-                else None
-            ),
             consumer_epoch=self._epoch,
+            **self._key_shared_options(),
         )
+
+    def _key_shared_options(self) -> dict[str, Any]:
+        """keySharedMeta from ``key_shared_policy`` (ours or the official class: same properties)."""
+        if self._sub_type != CommandSubscribe.Key_Shared:
+            return {}
+        policy = self._config.key_shared_policy
+        if policy is None:
+            sticky = self._config.key_shared_sticky
+            return {"key_shared_mode": KeySharedMode.STICKY if sticky else KeySharedMode.AUTO_SPLIT}
+        ranges = [(int(a), int(b)) for a, b in policy.sticky_ranges or []]
+        return {
+            "key_shared_mode": KeySharedMode.STICKY if int(policy.key_shared_mode) == 1 else KeySharedMode.AUTO_SPLIT,
+            "allow_out_of_order_delivery": bool(policy.allow_out_of_order_delivery),
+            "hash_ranges": ranges,
+        }
 
     async def _establish(self) -> None:
         client = self._client

@@ -47,6 +47,11 @@ class RegexSubscriptionMode(enum.IntEnum):
     AllTopics = 2
 
 
+class KeySharedMode(enum.IntEnum):
+    AutoSplit = 0
+    Sticky = 1
+
+
 class BatchingType(enum.IntEnum):
     Default = 0
     KeyBased = 1
@@ -122,3 +127,32 @@ class BatchReceivePolicy:
 
 
 ConsumerBatchReceivePolicy = BatchReceivePolicy  # the official package's name for it
+
+
+class ConsumerKeySharedPolicy:
+    """Key_Shared options with the official signature and read-only properties: hash ranges are
+    inclusive ``(start, end)`` pairs within 0..65535, required in Sticky mode."""
+
+    def __init__(
+        self,
+        key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit,
+        allow_out_of_order_delivery: bool = False,
+        sticky_ranges: list[tuple[int, int]] | None = None,
+    ) -> None:
+        if int(key_shared_mode) == KeySharedMode.Sticky and sticky_ranges is None:
+            raise ValueError("When using key_shared_mode = KeySharedMode.Sticky you must also provide sticky_ranges")
+        self._mode = KeySharedMode(int(key_shared_mode))
+        self._out_of_order = allow_out_of_order_delivery
+        self._ranges = list(sticky_ranges or [])
+
+    @property
+    def key_shared_mode(self) -> KeySharedMode:
+        return self._mode
+
+    @property
+    def allow_out_of_order_delivery(self) -> bool:
+        return self._out_of_order
+
+    @property
+    def sticky_ranges(self) -> list[tuple[int, int]]:
+        return list(self._ranges)

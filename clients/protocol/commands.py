@@ -449,6 +449,7 @@ def subscribe(
     start_message_rollback_duration_sec: int = 0,
     key_shared_mode: int | None = None,
     allow_out_of_order_delivery: bool = False,
+    hash_ranges: Sequence[tuple[int, int]] | None = None,
     subscription_properties: Mapping[str, str] | None = None,
     consumer_epoch: int | None = None,
     schema_: pb.Schema | None = None,
@@ -479,6 +480,8 @@ def subscribe(
         c.keySharedMeta.keySharedMode = key_shared_mode
         if allow_out_of_order_delivery:
             c.keySharedMeta.allowOutOfOrderDelivery = True
+        for start, end in hash_ranges or ():
+            c.keySharedMeta.hashRanges.add(start=start, end=end)
     if schema_ is not None:
         c.schema.CopyFrom(schema_)
     return cmd

@@ -418,3 +418,24 @@ def test_delayed_delivery(client, topic: str) -> None:  # type: ignore[no-untype
     assert got[0][0] == b"now"
     assert sorted(data for data, _ in got[1:]) == [b"after", b"at"]
     assert all(elapsed >= 0.95 for _, elapsed in got[1:])  # held back by the broker until due
+
+
+def test_key_shared_sticky_ranges(client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    import pulsar as official_pulsar
+
+    from clients.partitioned_producer import murmur3_32
+
+    policies = [  # our policy class and the official one are both accepted
+        pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 32767)]),
+        official_pulsar.ConsumerKeySharedPolicy(official_pulsar.KeySharedMode.Sticky, sticky_ranges=[(32768, 65535)]),
+    ]
+    consumers = [client.subscribe(topic, "sticky", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=p)
+                 for p in policies]
+    producer = client.create_producer(topic, batching_enabled=False)
+    keys = [f"k{i}" for i in range(16)]
+    for key in keys:
+        producer.send(key.encode(), partition_key=key)
+    for idx, consumer in enumerate(consumers):
+        got = {m.partition_key() for m in drain(consumer, 1000)}
+        # Pulsar's sticky hash: murmur3_32(key) mod 65536 picks the range (and so the consumer).
+        assert got == {k for k in keys if (murmur3_32(k.encode()) & 0xFFFF >= 32768) == bool(idx)}
