@@ -27,6 +27,7 @@ from broker.errors import (
     TopicNotFoundError,
 )
 from broker.names import NamespaceName, TopicName
+from broker.ownership import bundles
 from broker.topic import EARLIEST, LATEST, PersistentTopic
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
@@ -269,11 +270,41 @@ class AdminApi:
 
     @_wrap
     async def unload_namespace(self, request: Request) -> Any:
+        """Unload every bundle of the namespace, each on the broker that owns it."""
+        import httpx
+
         ns = self._namespace(request)
-        await self.ns.get_policies(ns)
-        for topic in list(self.service.topics.values()):
-            if topic.name.namespace_name == ns:
-                await topic.close(disconnect_clients=True)
+        policies = await self.ns.get_policies(ns)
+        own = self.service.ownership
+        assert own is not None
+        async with httpx.AsyncClient(timeout=30, verify=False) as http:
+            for bundle in bundles(policies["bundles"]["boundaries"]):
+                owner = await own.bundle_owner(ns, bundle)
+                if owner is None:
+                    continue
+                if own.is_mine(owner):
+                    await self.service.unload_bundle(ns, bundle)
+                    continue
+                r = await http.put(f"{owner['httpUrl'].rstrip('/')}/admin/v2/namespaces/{ns}/{bundle}/unload")
+                if r.status_code >= 400 and r.status_code != 404:
+                    raise ForwardedError(r.status_code, f"unloading {ns}/{bundle}: {r.text}")
+        return None
+
+    @_wrap
+    async def unload_bundle(self, request: Request) -> Any:
+        ns = self._namespace(request)
+        bundle = request.path_params["bundle"]
+        policies = await self.ns.get_policies(ns)
+        if bundle not in bundles(policies["bundles"]["boundaries"]):
+            raise NamespaceNotFoundError(f"Bundle {ns}/{bundle} does not exist")
+        own = self.service.ownership
+        assert own is not None
+        owner = await own.bundle_owner(ns, bundle)
+        if owner is None:
+            return None  # nobody serves it: nothing to unload
+        if not own.is_mine(owner):
+            return RedirectResponse(owner["httpUrl"].rstrip("/") + request.url.path, status_code=307)
+        await self.service.unload_bundle(ns, bundle)
         return None
 
     # -- topics ----------------------------------------------------------------------------
@@ -603,6 +634,7 @@ def build_app(service: "BrokerService") -> Starlette:
         Route(ns + "/messageTTL", api.message_ttl(), methods=["GET", "POST", "DELETE"]),
         Route(ns + "/autoTopicCreation", api.auto_topic_creation(), methods=["GET", "POST", "DELETE"]),
         Route(ns + "/unload", api.unload_namespace(), methods=["PUT"]),
+        Route(ns + "/{bundle}/unload", api.unload_bundle(), methods=["PUT"]),
         Route("/admin/v2/{domain:str}/{tenant}/{namespace}", api.topics(), methods=["GET"]),
         Route("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", api.partitioned_topics(), methods=["GET"]),
         Route(tp, api.topic(), methods=["PUT", "POST", "DELETE"]),

@@ -12,9 +12,10 @@ import bisect
 import zlib
 from typing import Any
 
-from broker.names import TopicName
+from broker.errors import ServiceNotReadyError
+from broker.names import NamespaceName, TopicName
 from metadata import values
-from metadata.errors import AlreadyExistsError, NotFoundError
+from metadata.errors import AlreadyExistsError, BadVersionError, NotFoundError
 
 
 def bundle_of(topic: TopicName, boundaries: list[str]) -> str:
@@ -24,12 +25,42 @@ def bundle_of(topic: TopicName, boundaries: list[str]) -> str:
     return f"{boundaries[i]}_{boundaries[i + 1]}"
 
 
+def bundles(boundaries: list[str]) -> list[str]:
+    """Bundle names (``0xLOW_0xHIGH``) of a namespace with these boundaries."""
+    return [f"{lo}_{hi}" for lo, hi in zip(boundaries, boundaries[1:])]
+
+
 class OwnershipCache:
     def __init__(self, store: Any, native_url: str, http_url: str) -> None:
         self.store = store
         self.native_url = native_url
         self.http_url = http_url
         self.owned: set[str] = set()
+        # Bundles being unloaded: no lookup or topic load until their node is gone (Pulsar's
+        # "disabled" ownership), so no topic of them reopens here meanwhile.
+        self.disabled: set[str] = set()
+
+    @staticmethod
+    def bundle_path(ns: NamespaceName, bundle: str) -> str:
+        return f"/namespace/{ns.tenant}/{ns.namespace}/{bundle}"
+
+    async def bundle_owner(self, ns: NamespaceName, bundle: str) -> dict[str, Any] | None:
+        """Who owns this bundle now (None: nobody); never acquires it."""
+        try:
+            raw, _ = await self.store.get(self.bundle_path(ns, bundle))
+        except NotFoundError:
+            return None
+        return values.unpack(raw)
+
+    async def release(self, path: str) -> None:
+        """Give a bundle up: the next lookup, on any broker, elects a new owner."""
+        self.owned.discard(path)
+        try:
+            raw, stat = await self.store.get(path)
+            if values.unpack(raw).get("nativeUrl") == self.native_url:
+                await self.store.delete(path, stat.version)
+        except (NotFoundError, BadVersionError):
+            pass  # gone already, or no longer ours
 
     @staticmethod
     def path(topic: TopicName, boundaries: list[str]) -> str:
@@ -38,6 +69,8 @@ class OwnershipCache:
     async def owner(self, topic: TopicName, boundaries: list[str], acquire: bool = True) -> dict[str, Any] | None:
         """The owner's data; acquires the bundle when nobody owns it (and ``acquire``)."""
         path = self.path(topic, boundaries)
+        if path in self.disabled:
+            raise ServiceNotReadyError(f"Namespace bundle {path} is being unloaded")
         if path in self.owned:
             return self._mine()
         while True:

@@ -319,6 +319,24 @@ class BrokerService:
             return
         await topic.close(disconnect_clients=True)
 
+    async def unload_bundle(self, ns: NamespaceName, bundle: str) -> None:
+        """Pulsar's bundle unload: stop taking lookups for it, close its topics (cursors
+        persisted, clients disconnected), then release the ownership node."""
+        from broker.ownership import bundle_of
+
+        own = self.ownership
+        assert own is not None
+        policies = await self.namespaces.get_policies(ns)
+        path = own.bundle_path(ns, bundle)
+        own.disabled.add(path)
+        try:
+            for topic in list(self.topics.values()):
+                if topic.name.namespace_name == ns and bundle_of(topic.name, policies["bundles"]["boundaries"]) == bundle:
+                    await topic.close(disconnect_clients=True)
+            await own.release(path)
+        finally:
+            own.disabled.discard(path)
+
     async def delete_topic(self, name: TopicName, force: bool = False) -> None:
         if not await self.topic_exists(name):
             raise TopicNotFoundError(f"Topic {name} not found")

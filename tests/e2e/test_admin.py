@@ -158,6 +158,8 @@ def test_reset_cursor_by_id_and_namespace_unload(standalone: Standalone, client:
     assert (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
     assert t in a.get("/admin/v2/namespaces/public/default/topics").json()
     assert a.put("/admin/v2/namespaces/public/default/unload").status_code == 204
+    assert a.put("/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload").status_code == 204
+    assert a.put("/admin/v2/namespaces/public/default/0x00000000_0x12345678/unload").status_code == 404
     producer.send(b"after-namespace-unload")  # clients reconnect to the reloaded topic
     assert a.get(base + "/stats").json()["msgInCounter"] == 1
 

@@ -53,6 +53,7 @@ def test_two_brokers_two_bookies_on_zookeeper(quire_procs: QuireProcesses, zk_ur
         r = httpx.post(f"http://127.0.0.1:{other}/admin/v2/persistent/public/default/{name}/subscription/s/skip_all")
         assert r.status_code == 307  # every operation on a foreign topic, not only stats
         check_partitioned_admin_across_brokers(c1, (p1, w1), (p2, w2))
+        check_namespace_unload_moves_bundles(c1, (p1, w1), (p2, w2))
     finally:
         c1.close()
         c2.close()
@@ -131,3 +132,21 @@ def test_killed_owner_is_replaced_and_fenced(quire_procs: QuireProcesses, zk_url
             ca.close()
         except pulsar.PulsarException:
             pass
+
+
+def check_namespace_unload_moves_bundles(client: pulsar.Client, b1: tuple[int, int], b2: tuple[int, int]) -> None:
+    """A namespace unload (sent to either broker) releases every bundle on its owner; the next
+    lookup elects a new owner, and clients carry on there."""
+    http = httpx.Client(verify=False)
+    t = "persistent://public/default/cluster-0"  # served by broker 2 (it was asked first)
+    lookup = f"http://127.0.0.1:{b1[1]}/lookup/v2/topic/persistent/public/default/cluster-0"
+    assert http.get(lookup).json()["brokerUrl"] == f"pulsar://127.0.0.1:{b2[0]}"
+    consumer = client.subscribe(t, "moved", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(t, batching_enabled=False)
+    producer.send(b"before-unload")
+    assert http.put(f"http://127.0.0.1:{b1[1]}/admin/v2/namespaces/public/default/unload").status_code == 204
+    # broker 1 is asked first now, so it takes the bundle over
+    assert http.get(lookup).json()["brokerUrl"] == f"pulsar://127.0.0.1:{b1[0]}"
+    producer.send(b"after-unload")  # the client reconnects to the new owner
+    got = [consumer.receive(timeout_millis=15000).data() for _ in range(7)]
+    assert got[-2:] == [b"before-unload", b"after-unload"]
