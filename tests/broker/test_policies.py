@@ -255,3 +255,27 @@ async def test_invalid_subscription_names_are_rejected(broker) -> None:  # type:
             assert err.request_id == i and err.error == pb.ServerError.NotAllowedError
         await stream.send_all(frames.encode_command(C.subscribe("t-subname", "ok", 0, 9, 9)))
         await _read_until(stream, dec, T.SUCCESS)
+
+
+async def test_concurrent_subscribes_to_a_new_subscription(broker) -> None:  # type: ignore[no-untyped-def]
+    """Many consumers creating the same durable subscription at once all succeed, and the
+    topic stays open (two concurrent cursor creations used to look like a takeover)."""
+    topic = "persistent://public/default/t-concurrent-sub"
+    streams = [await trio.open_tcp_stream("127.0.0.1", broker.port) for _ in range(6)]
+    decoders = [frames.FrameDecoder() for _ in streams]
+    for s, d in zip(streams, decoders):
+        await s.send_all(frames.encode_command(C.connect("raw", protocol_version=20)))
+        await _read_until(s, d, T.CONNECTED)
+    # the topic exists first, so the subscribes race on the cursor only
+    await streams[0].send_all(frames.encode_command(C.producer(topic, 1, 1)))
+    await _read_until(streams[0], decoders[0], T.PRODUCER_SUCCESS)
+    for i, s in enumerate(streams):
+        await s.send_all(frames.encode_command(C.subscribe(topic, "s", 1, 10 + i, 10 + i)))
+    async with trio.open_nursery() as nursery:
+        for s, d in zip(streams, decoders):
+            nursery.start_soon(_read_until, s, d, T.SUCCESS)
+    loaded = broker.topics[topic]
+    assert not loaded.closed and not loaded.fenced
+    assert len(loaded.subscriptions["s"].consumers) == 6
+    for s in streams:
+        await s.aclose()
