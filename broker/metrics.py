@@ -15,8 +15,57 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
+    from broker.topic import PersistentTopic
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 1.0, float("inf"))
+
+
+# Per-topic gauges: name -> help. Each also exists broker-wide as ``pulsar_broker_<name>``
+# (summed over topics), as Pulsar exports when topic-level metrics are off.
+_TOPIC_GAUGES = {
+    "producers_count": "producers of the topic",
+    "consumers_count": "consumers of the topic",
+    "subscriptions_count": "subscriptions",
+    "storage_size": "bytes stored for the topic",
+    "msg_backlog": "entries not yet acked, all subscriptions",
+    "in_messages_total": "messages received",
+    "in_bytes_total": "bytes received",
+    "out_messages_total": "messages dispatched",
+    "out_bytes_total": "bytes dispatched",
+    "rate_in": "messages/s published",
+    "rate_out": "messages/s dispatched",
+    "throughput_in": "bytes/s published",
+    "throughput_out": "bytes/s dispatched",
+}
+_BROKER_COUNTERS = {"in_messages_total", "in_bytes_total", "out_messages_total", "out_bytes_total"}
+_SUBSCRIPTION_GAUGES = {
+    "pulsar_subscription_back_log": ("msgBacklog", "entries not yet acked by the subscription"),
+    "pulsar_subscription_delayed": ("msgDelayed", "messages held for delayed delivery"),
+    "pulsar_subscription_unacked_messages": ("unackedMessages", "messages delivered and not yet acked"),
+    "pulsar_subscription_msg_rate_out": ("msgRateOut", "messages/s dispatched to the subscription"),
+    "pulsar_subscription_blocked_on_unacked_messages": (
+        "blockedSubscriptionOnUnackedMsgs", "1 while the unacked limit holds dispatch"),
+}
+
+
+def _topic_values(topic: "PersistentTopic") -> dict[str, float]:
+    subs = list(topic.subscriptions.values())
+    consumers = [c for s in subs for c in s.consumers]
+    return {
+        "producers_count": len(topic.producers),
+        "consumers_count": len(consumers),
+        "subscriptions_count": len(subs),
+        "storage_size": topic.ml.total_size,
+        "msg_backlog": sum(s.cursor.number_of_entries_in_backlog for s in subs),
+        "in_messages_total": topic.msg_in,
+        "in_bytes_total": topic.bytes_in,
+        "out_messages_total": sum(s.msg_out_closed for s in subs) + sum(c.msg_out for c in consumers),
+        "out_bytes_total": sum(s.bytes_out_closed for s in subs) + sum(c.bytes_out for c in consumers),
+        "rate_in": topic.rates.get("msgRateIn"),
+        "rate_out": sum(c.rates.get("msgRateOut") for c in consumers),
+        "throughput_in": topic.rates.get("msgThroughputIn"),
+        "throughput_out": sum(c.rates.get("msgThroughputOut") for c in consumers),
+    }
 
 
 class _TopicCollector(Collector):
@@ -24,63 +73,34 @@ class _TopicCollector(Collector):
         self.service = service
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
+        config = self.service.config
+        per_topic = config.expose_topic_level_metrics_in_prometheus
         labels = ["cluster", "namespace", "topic"]
-        fams = {
-            "pulsar_producers_count": GaugeMetricFamily("pulsar_producers_count", "producers of the topic", labels=labels),
-            "pulsar_consumers_count": GaugeMetricFamily("pulsar_consumers_count", "consumers of the topic", labels=labels),
-            "pulsar_subscriptions_count": GaugeMetricFamily("pulsar_subscriptions_count", "subscriptions", labels=labels),
-            "pulsar_storage_size": GaugeMetricFamily("pulsar_storage_size", "bytes stored for the topic", labels=labels),
-            "pulsar_msg_backlog": GaugeMetricFamily("pulsar_msg_backlog", "entries not yet acked, all subscriptions", labels=labels),
-            "pulsar_in_messages_total": GaugeMetricFamily("pulsar_in_messages_total", "messages received", labels=labels),
-            "pulsar_in_bytes_total": GaugeMetricFamily("pulsar_in_bytes_total", "bytes received", labels=labels),
-            "pulsar_out_messages_total": GaugeMetricFamily("pulsar_out_messages_total", "messages dispatched", labels=labels),
-            "pulsar_out_bytes_total": GaugeMetricFamily("pulsar_out_bytes_total", "bytes dispatched", labels=labels),
-            "pulsar_rate_in": GaugeMetricFamily("pulsar_rate_in", "messages/s published", labels=labels),
-            "pulsar_rate_out": GaugeMetricFamily("pulsar_rate_out", "messages/s dispatched", labels=labels),
-            "pulsar_throughput_in": GaugeMetricFamily("pulsar_throughput_in", "bytes/s published", labels=labels),
-            "pulsar_throughput_out": GaugeMetricFamily("pulsar_throughput_out", "bytes/s dispatched", labels=labels),
-        }
-        sub_labels = labels + ["subscription"]
-        sub_fams = {
-            name: GaugeMetricFamily(name, doc, labels=sub_labels) for name, doc in (
-                ("pulsar_subscription_back_log", "entries not yet acked by the subscription"),
-                ("pulsar_subscription_delayed", "messages held for delayed delivery"),
-                ("pulsar_subscription_unacked_messages", "messages delivered and not yet acked"),
-                ("pulsar_subscription_msg_rate_out", "messages/s dispatched to the subscription"),
-                ("pulsar_subscription_blocked_on_unacked_messages", "1 while the unacked limit holds dispatch"),
-            )
-        }
-        cluster = self.service.config.cluster_name
+        fams = {k: GaugeMetricFamily(f"pulsar_{k}", doc, labels=labels) for k, doc in _TOPIC_GAUGES.items()}
+        sub_fams = {k: GaugeMetricFamily(k, doc, labels=labels + ["subscription"])
+                    for k, (_, doc) in _SUBSCRIPTION_GAUGES.items()}
+        totals = dict.fromkeys(_TOPIC_GAUGES, 0.0)
+        cluster = config.cluster_name
         for topic in list(self.service.topics.values()):
             lv = [cluster, str(topic.name.namespace_name), str(topic.name)]
-            subs = list(topic.subscriptions.values())
-            fams["pulsar_producers_count"].add_metric(lv, len(topic.producers))
-            fams["pulsar_consumers_count"].add_metric(lv, sum(len(s.consumers) for s in subs))
-            fams["pulsar_subscriptions_count"].add_metric(lv, len(subs))
-            fams["pulsar_storage_size"].add_metric(lv, topic.ml.total_size)
-            fams["pulsar_msg_backlog"].add_metric(lv, sum(s.cursor.number_of_entries_in_backlog for s in subs))
-            fams["pulsar_in_messages_total"].add_metric(lv, topic.msg_in)
-            fams["pulsar_in_bytes_total"].add_metric(lv, topic.bytes_in)
-            consumers = [c for s in subs for c in s.consumers]
-            for sub in subs:
-                st = sub.stats()
-                sv = lv + [sub.name]
-                sub_fams["pulsar_subscription_back_log"].add_metric(sv, st["msgBacklog"])
-                sub_fams["pulsar_subscription_delayed"].add_metric(sv, st["msgDelayed"])
-                sub_fams["pulsar_subscription_unacked_messages"].add_metric(sv, st["unackedMessages"])
-                sub_fams["pulsar_subscription_msg_rate_out"].add_metric(sv, st["msgRateOut"])
-                sub_fams["pulsar_subscription_blocked_on_unacked_messages"].add_metric(
-                    sv, int(st["blockedSubscriptionOnUnackedMsgs"]))
-            fams["pulsar_out_messages_total"].add_metric(
-                lv, sum(s.msg_out_closed for s in subs) + sum(c.msg_out for c in consumers))
-            fams["pulsar_out_bytes_total"].add_metric(
-                lv, sum(s.bytes_out_closed for s in subs) + sum(c.bytes_out for c in consumers))
-            fams["pulsar_rate_in"].add_metric(lv, topic.rates.get("msgRateIn"))
-            fams["pulsar_throughput_in"].add_metric(lv, topic.rates.get("msgThroughputIn"))
-            fams["pulsar_rate_out"].add_metric(lv, sum(c.rates.get("msgRateOut") for c in consumers))
-            fams["pulsar_throughput_out"].add_metric(lv, sum(c.rates.get("msgThroughputOut") for c in consumers))
-        yield from fams.values()
-        yield from sub_fams.values()
+            for key, value in _topic_values(topic).items():
+                totals[key] += value
+                if per_topic:
+                    fams[key].add_metric(lv, value)
+            if per_topic:
+                for sub in list(topic.subscriptions.values()):
+                    st = sub.stats()
+                    for name, (field, _) in _SUBSCRIPTION_GAUGES.items():
+                        sub_fams[name].add_metric(lv + [sub.name], float(st[field]))
+        for key, value in totals.items():
+            if key in _BROKER_COUNTERS:
+                continue  # broker-wide, these are the pulsar_broker_{in,out}_* counters
+            broker = GaugeMetricFamily(f"pulsar_broker_{key}", f"{_TOPIC_GAUGES[key]} (all topics)", labels=["cluster"])
+            broker.add_metric([cluster], value)
+            yield broker
+        if per_topic:
+            yield from fams.values()
+            yield from sub_fams.values()
 
 
 class BrokerMetrics:

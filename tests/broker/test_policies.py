@@ -279,3 +279,20 @@ async def test_concurrent_subscribes_to_a_new_subscription(broker) -> None:  # t
     assert len(loaded.subscriptions["s"].consumers) == 6
     for s in streams:
         await s.aclose()
+
+
+async def test_topic_level_metrics_can_be_turned_off(nursery: trio.Nursery) -> None:
+    broker = await start_broker(nursery, expose_topic_level_metrics_in_prometheus=False)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            client.create_producer("t-metrics-off").send(b"x")
+        finally:
+            client.close()
+
+    await in_thread(work)
+    text = broker.metrics.render().decode()
+    assert 'topic="' not in text  # only broker-wide series
+    assert 'pulsar_broker_storage_size{cluster="standalone"}' in text
+    assert "pulsar_broker_in_messages_total 1.0" in text

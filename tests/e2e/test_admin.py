@@ -297,6 +297,8 @@ def test_metrics_series_move(standalone: Standalone, client: pulsar.Client) -> N
     assert mid["pulsar_subscription_msg_rate_out"] > 0
     assert mid["pulsar_storage_size"] >= before["pulsar_storage_size"] + 100 * n
     assert mid["pulsar_producers_count"] == 1 and mid["pulsar_consumers_count"] == 1
+    assert mid["pulsar_broker_rate_in"] > 0 and mid["pulsar_broker_msg_backlog"] >= n  # broker-wide sums
+    assert mid["pulsar_broker_storage_size"] >= mid["pulsar_storage_size"]
     assert mid["pulsar_broker_publish_latency_seconds_count"] - before["pulsar_broker_publish_latency_seconds_count"] >= n
     assert mid["pulsar_broker_dispatch_latency_seconds_count"] > before["pulsar_broker_dispatch_latency_seconds_count"]
     for m in got:
