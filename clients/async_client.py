@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,14 +253,6 @@ class AsyncClient:
         return [partition_name(name, i) for i in range(n)] if n else [name]
 
 
-def callback_adapter(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap an official-style ``callback(result, message_id)`` for ``send_async``."""
-
-    def adapter(error: BaseException | None, message_id: MessageId | None) -> None:
-        fn(Result.Ok if error is None else _result_of(error), message_id)
-
-    return adapter
-
-
-def _result_of(error: BaseException) -> Any:
+def result_of(error: BaseException) -> Any:
+    """The official ``Result`` value for one of our exceptions."""
     return getattr(Result, type(error).__name__, Result.UnknownError)

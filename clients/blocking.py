@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 from . import errors
-from .async_client import AsyncClient, callback_adapter
+from .async_client import AsyncClient, result_of
 from .consumer import ConsumerConfig
 from .message import Message
 from .message_id import MessageId
@@ -29,6 +29,7 @@ from .options import (
     PartitionsRoutingMode,
     ProducerAccessMode,
     RegexSubscriptionMode,
+    Result,
 )
 from .producer import ProducerConfig
 
@@ -331,6 +332,22 @@ def _schema(schema: Any) -> Any:
     return schema
 
 
+class _SendDone:
+    """Completion of one blocking ``send_async``: frees its pending slot, then runs the user's
+    official-style ``callback(result, message_id)`` (one small object instead of closures)."""
+
+    __slots__ = ("_room", "_callback")
+
+    def __init__(self, room: threading.Semaphore, callback: Callable[[Any, MessageId | None], None] | None) -> None:
+        self._room = room
+        self._callback = callback
+
+    def __call__(self, error: BaseException | None, message_id: MessageId | None) -> None:
+        self._room.release()
+        if self._callback is not None:
+            self._callback(Result.Ok if error is None else result_of(error), message_id)
+
+
 class Producer:
     """Blocking producer. ``send_async`` hands messages to the loop thread without waiting for it
     (a thread-side semaphore of ``max_pending_messages`` applies back-pressure), so it costs
@@ -405,25 +422,19 @@ class Producer:
         )
         if not self._room.acquire(blocking=self._block):
             raise errors.ProducerQueueIsFull("max_pending_messages reached")
-        user_cb = callback_adapter(callback) if callback is not None else None
-        room = self._room
-
-        def done(error: BaseException | None, message_id: MessageId | None) -> None:
-            room.release()
-            if user_cb is not None:
-                user_cb(error, message_id)
-
-        def submit(_: Any) -> None:
-            try:
-                self._p.send_nowait(msg, done)
-            except errors.PulsarException as exc:
-                done(exc, None)
-
         try:
-            self._calls.call_soon(submit, None)
+            self._calls.call_soon(self._submit, (msg, _SendDone(self._room, callback)))
         except errors.AlreadyClosed:
-            room.release()
+            self._room.release()
             raise
+
+    def _submit(self, item: tuple[Any, "_SendDone"]) -> None:
+        """On the loop thread: queue one message handed over by ``send_async``."""
+        msg, done = item
+        try:
+            self._p.send_nowait(msg, done)
+        except errors.PulsarException as exc:
+            done(exc, None)
 
     def flush(self) -> None:
         self._loop.run(self._p.flush)

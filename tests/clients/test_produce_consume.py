@@ -95,6 +95,10 @@ def test_chunking(client, topic: str) -> None:  # type: ignore[no-untyped-def]
     plain = client.create_producer(topic, batching_enabled=False)
     with pytest.raises(pulsar.MessageTooBig):
         plain.send(big)
+    results: list = []
+    plain.send_async(big, lambda res, mid: results.append((res, mid)))
+    plain.flush()  # runs after the send on the client's loop: the callback has run
+    assert results == [(pulsar.Result.MessageTooBig, None)]
 
 
 def test_negative_ack_redelivery(client, topic: str) -> None:  # type: ignore[no-untyped-def]
