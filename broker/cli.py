@@ -104,7 +104,8 @@ def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
 
     async def main(stop: trio.Event) -> None:
         store = await open_store(config.metadata_store_url,
-                                 session_timeout_s=config.metadata_store_session_timeout_millis / 1000)
+                                 session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+                                 operation_timeout_s=config.metadata_store_operation_timeout_seconds)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(run_broker, config, store)

@@ -55,10 +55,8 @@ class BrokerConfig:
     dispatcher_max_read_size_bytes: int = 5 * 1024 * 1024
     delayed_delivery_enabled: bool = True
     delayed_delivery_tick_time_millis: int = 1000
-    active_consumer_failover_delay_time_millis: int = 1000
     subscription_redelivery_tracker_enabled: bool = True
     acknowledgment_at_batch_index_level_enabled: bool = True
-    subscription_key_shared_use_consistent_hashing: bool = False
 
     # Managed ledger defaults
     managed_ledger_default_ensemble_size: int = 2

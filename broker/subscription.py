@@ -58,6 +58,7 @@ class Subscription:
         self.batch_ack_sets: dict[Position, list[int]] = dict(getattr(cursor, "batch_deleted_indexes", {}) or {})
         self.delayed = DelayedDeliveryTracker(self.config.delayed_delivery_tick_time_millis)
         self.avg_messages_per_entry = 1.0
+        self.avg_entry_bytes = 1024.0  # bounds a read by dispatcher_max_read_size_bytes
         # Exclusive/Failover do not track what is pending (a reader may never ack); they
         # redeliver by rewinding the cursor to the mark-delete position, as Pulsar does.
         self._rewind = False
@@ -247,7 +248,8 @@ class Subscription:
                 budget = self._budget()
         if budget <= 0 or (self.sub_type == KEY_SHARED and len(self.replay) >= REPLAY_LIMIT):
             return progressed
-        n = max(1, min(max_read, int(budget / max(1.0, self.avg_messages_per_entry))))
+        n = max(1, min(max_read, int(budget / max(1.0, self.avg_messages_per_entry)),
+                       int(self.config.dispatcher_max_read_size_bytes / max(1.0, self.avg_entry_bytes))))
         started = time.perf_counter()
         entries = await self.cursor.read_entries(n)
         if not entries:
@@ -267,6 +269,7 @@ class Subscription:
         n = info.num_messages
         if not replayed:
             self.avg_messages_per_entry = 0.9 * self.avg_messages_per_entry + 0.1 * n
+            self.avg_entry_bytes = 0.9 * self.avg_entry_bytes + 0.1 * len(data)
         h = sticky_hash(info.key) if self.sub_type == KEY_SHARED else -1
         if (
             not replayed
@@ -280,7 +283,8 @@ class Subscription:
         ack_set = self.batch_ack_sets.get(pos)
         if ack_set is not None:
             n = _popcount(ack_set)
-        return Delivery(pos, data, n, self.redelivery_counts.get(pos, 0), ack_set, h)
+        count = self.redelivery_counts.get(pos, 0) if self.config.subscription_redelivery_tracker_enabled else 0
+        return Delivery(pos, data, n, count, ack_set, h)
 
     async def _route(self, deliveries: list[Delivery], replayed: bool = False) -> int:
         """Hand entries to consumers; the rest wait in the replay set. Returns how many

@@ -296,3 +296,22 @@ async def test_topic_level_metrics_can_be_turned_off(nursery: trio.Nursery) -> N
     assert 'topic="' not in text  # only broker-wide series
     assert 'pulsar_broker_storage_size{cluster="standalone"}' in text
     assert "pulsar_broker_in_messages_total 1.0" in text
+
+
+async def test_redelivery_tracker_can_be_turned_off(nursery: trio.Nursery) -> None:
+    broker = await start_broker(nursery, subscription_redelivery_tracker_enabled=False)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            c = client.subscribe("t-no-tracker", "s", consumer_type=pulsar.ConsumerType.Shared,
+                                 negative_ack_redelivery_delay_ms=50)
+            client.create_producer("t-no-tracker").send(b"x")
+            m = c.receive(timeout_millis=5000)
+            c.negative_acknowledge(m)
+            again = c.receive(timeout_millis=5000)
+            assert again.data() == b"x" and again.redelivery_count() == 0
+        finally:
+            client.close()
+
+    await in_thread(work)
