@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pulsar
+import pytest
 import trio
 
 from broker.names import NamespaceName
@@ -311,6 +312,22 @@ async def test_redelivery_tracker_can_be_turned_off(nursery: trio.Nursery) -> No
             c.negative_acknowledge(m)
             again = c.receive(timeout_millis=5000)
             assert again.data() == b"x" and again.redelivery_count() == 0
+        finally:
+            client.close()
+
+    await in_thread(work)
+
+
+async def test_connected_carries_max_message_size(nursery: trio.Nursery) -> None:
+    broker = await start_broker(nursery, max_message_size=1024 * 1024)
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            p = client.create_producer("t-max-size", batching_enabled=False)
+            p.send(b"a" * (900 * 1024))
+            with pytest.raises(pulsar.MessageTooBig):  # the client learnt the 1 MiB limit
+                p.send(b"b" * (2 * 1024 * 1024))
         finally:
             client.close()
 

@@ -137,6 +137,9 @@ def test_large_messages_and_chunking(node_client: pulsar.Client) -> None:
     payload = bytes(range(250)) * 20_000  # 5 MB: fits in one frame under the 5 MiB limit
     big.send(payload)
     assert consumer.receive(timeout_millis=15000).data() == payload
+    # CONNECTED told the client max_message_size (5 MiB): larger needs chunking
+    with pytest.raises(pulsar.MessageTooBig):
+        big.send(b"y" * (6 * 1024 * 1024))
     chunked = node_client.create_producer(t, batching_enabled=False, chunking_enabled=True)
     huge = b"x" * (12 * 1024 * 1024)
     chunked.send(huge)
