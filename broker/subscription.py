@@ -446,6 +446,12 @@ class Subscription:
 
     # -- stats -----------------------------------------------------------------------------
 
+    def backlog_size(self, backlog_entries: int) -> int:
+        """Estimated bytes of the backlog (entries times the topic's average entry size, as
+        Pulsar estimates it from ledger sizes)."""
+        ml = self.topic.ml
+        return int(backlog_entries * ml.total_size / ml.number_of_entries) if ml.number_of_entries else 0
+
     def stats(self) -> dict[str, Any]:
         backlog = self.cursor.number_of_entries_in_backlog
         active = self.router.active if isinstance(self.router, SingleActiveRouter) else None
@@ -459,7 +465,7 @@ class Subscription:
             "msgBacklog": backlog,
             "msgBacklogNoDelayed": max(0, backlog - len(self.delayed)),
             "msgDelayed": len(self.delayed),
-            "backlogSize": 0,
+            "backlogSize": self.backlog_size(backlog),
             "unackedMessages": self.unacked_messages,
             "type": SUB_TYPES.get(self.sub_type if self.sub_type is not None else 0, "Exclusive"),
             "activeConsumerName": active.name if active else None,

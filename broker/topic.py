@@ -469,7 +469,8 @@ class PersistentTopic:
             "averageMsgSize": (self.bytes_in / self.msg_in) if self.msg_in else 0.0,
             "msgChunkPublished": False,
             "storageSize": self.ml.total_size,
-            "backlogSize": 0,
+            "backlogSize": max((st["backlogSize"] for name, st in subs.items()
+                                if self.subscriptions[name].durable), default=0),
             "offloadedStorageSize": 0,
             "earliestMsgPublishTimeInBacklogs": 0,
             "publishers": [p.stats() for p in self.producers.values()],
