@@ -60,7 +60,7 @@ async def test_unacked_limit_per_subscription_spans_consumers(nursery: trio.Nurs
             for c, msgs in zip(consumers, got):
                 for m in msgs:
                     c.acknowledge(m)
-            more = [m for c in consumers for m in _drain(c, 1500)]
+            more = [m for c in consumers for m in _drain(c, 700)]
             assert len(more) == 6  # dispatch resumed after the acks, up to the limit again
         finally:
             client.close()
