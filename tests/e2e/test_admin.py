@@ -6,7 +6,9 @@ flags overriding it, so this also checks configuration layering on a real proces
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -35,8 +37,12 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
     node = start_standalone(base, "--conf", str(base / "quire.toml"))
     try:
         yield node
+        # Ctrl-C is an orderly shutdown too (SIGTERM is checked in test_restart)
+        assert node.proc.pid is not None
+        os.killpg(node.proc.pid, signal.SIGINT)
+        assert node.proc.wait(30) == 0
     finally:
-        assert node.proc.terminate() == 0
+        node.proc.kill()
         print(node.proc.log_tail(30))
 
 
