@@ -605,6 +605,8 @@ async def _forward(http: Any, request: Request, owner: dict[str, Any], partition
                            headers={"content-type": "application/json"})
     if r.status_code in tolerate:
         return None
+    if 300 <= r.status_code < 400:  # the partition moved meanwhile: the caller may retry
+        raise ForwardedError(503, f"{partition}: ownership changed during the request, retry")
     if r.status_code >= 400:
         try:
             reason = r.json().get("reason", r.text)
