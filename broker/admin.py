@@ -12,6 +12,7 @@ import logging
 from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -131,8 +132,6 @@ class AdminApi:
         if not n and targets is None:
             redirect = await self._owner_redirect(request, name)
             return redirect if redirect is not None else [await local(name)]
-        import httpx
-
         out: list[Any] = []
         # Plain HTTP between brokers: no TLS context to build (that costs ~0.2 s per client).
         async with httpx.AsyncClient(timeout=30, verify=False) as http:
@@ -271,8 +270,6 @@ class AdminApi:
     @_wrap
     async def unload_namespace(self, request: Request) -> Any:
         """Unload every bundle of the namespace, each on the broker that owns it."""
-        import httpx
-
         ns = self._namespace(request)
         policies = await self.ns.get_policies(ns)
         own = self.service.ownership

@@ -30,7 +30,7 @@ from broker.errors import (
 from broker.metrics import BrokerMetrics
 from broker.names import NamespaceName, TopicName
 from broker.namespaces import NamespaceResources
-from broker.ownership import OwnershipCache
+from broker.ownership import OwnershipCache, bundle_of
 from broker.schemas import SchemaRegistry
 from broker.topic import PersistentTopic
 from managed_ledger import ManagedLedgerConfig
@@ -322,8 +322,6 @@ class BrokerService:
     async def unload_bundle(self, ns: NamespaceName, bundle: str) -> None:
         """Pulsar's bundle unload: stop taking lookups for it, close its topics (cursors
         persisted, clients disconnected), then release the ownership node."""
-        from broker.ownership import bundle_of
-
         own = self.ownership
         assert own is not None
         policies = await self.namespaces.get_policies(ns)

@@ -168,11 +168,21 @@ def test_cluster_sigkill_everything_and_restart(quire_procs: QuireProcesses, zk_
         producer.send(f"m{i}".encode())
     for _ in range(40):
         consumer.acknowledge(consumer.receive(timeout_millis=10000))
-    admin = f"http://127.0.0.1:{web}/admin/v2/persistent/public/default/cluster-restart/stats"
-    deadline = time.monotonic() + 10
-    while httpx.get(admin).json()["subscriptions"]["keep"]["msgBacklog"] != 60:
+    # The acks reached the broker (backlog 60) and their cursor-ledger writes are done (the
+    # cursor ledger's last entry stopped moving): only then is the position durable.
+    http = httpx.Client(verify=False)
+    internal = f"http://127.0.0.1:{web}/admin/v2/persistent/public/default/cluster-restart/internalStats"
+    stats = internal.replace("internalStats", "stats")
+    deadline = time.monotonic() + 20
+    last, stable_since = None, time.monotonic()
+    while True:
         assert time.monotonic() < deadline
-        time.sleep(0.05)
+        entry = http.get(internal).json()["cursors"]["keep"]["cursorLedgerLastEntry"]
+        if entry != last:
+            last, stable_since = entry, time.monotonic()
+        elif time.monotonic() - stable_since > 1.0 and http.get(stats).json()["subscriptions"]["keep"]["msgBacklog"] == 60:
+            break
+        time.sleep(0.1)
     for proc in quire_procs.procs:
         proc.kill()
     client.close()
