@@ -36,14 +36,21 @@ def test_sigkill_and_restart_keeps_data_and_cursors(tmp_path: Path) -> None:
             m = consumer.receive(timeout_millis=5000)
             consumer.acknowledge(m)
             acked += 1
-        # Wait until the broker has the acks (the client groups them for 100 ms); every
-        # mark-delete is persisted as it happens, so a moment later the position is durable.
+        # Wait until the broker has the acks (the client groups them for 100 ms) ...
         stats_url = f"{node.admin}/admin/v2/persistent/public/default/durable/stats"
         deadline = time.monotonic() + 10
         while httpx.get(stats_url).json()["subscriptions"]["keep"]["unackedMessages"] != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        time.sleep(0.3)
+        # ... and their cursor-ledger writes are done (its last entry stopped moving)
+        internal = stats_url.replace("/stats", "/internalStats")
+        last, stable_since = None, time.monotonic()
+        while time.monotonic() - stable_since < 1.0:
+            assert time.monotonic() < deadline + 10
+            entry = httpx.get(internal).json()["cursors"]["keep"]["cursorLedgerLastEntry"]
+            if entry != last:
+                last, stable_since = entry, time.monotonic()
+            time.sleep(0.1)
         node.proc.kill()
         try:
             client.close()
