@@ -106,6 +106,7 @@ class ManagedLedger:
         self._max_size_bytes = config.max_size_per_ledger_bytes
         self._readers_waiting = 0
         self.cursors: dict[str, "ManagedCursor"] = {}
+        self._cursor_open_locks: dict[str, trio.Lock] = {}
         self._non_durable: set["ManagedCursor"] = set()
         # add ordering: a ticket per add; the holder of the turn talks to the ledger client
         self._tickets = 0
@@ -781,18 +782,21 @@ class ManagedLedger:
 
         if self.state in (State.CLOSED, State.FENCED):
             raise (ManagedLedgerFencedError if self.state == State.FENCED else ManagedLedgerClosedError)(self.name)
-        cursor = self.cursors.get(name)
-        if cursor is not None:
-            return cursor
-        if initial_position == "earliest":
-            md = self.first_position()
-        elif initial_position == "latest":
-            md = self.last_confirmed_entry
-        else:
+        if initial_position not in ("earliest", "latest"):
             raise ValueError("initial_position must be 'latest' or 'earliest'")
-        cursor = ManagedCursor(self, name, durable=True)
-        await cursor.create(md)
-        self.cursors[name] = cursor
+        # Concurrent opens of one name must share one cursor: a second create would find
+        # the node written by the first and claim it like a new owner, fencing us.
+        lock = self._cursor_open_locks.setdefault(name, trio.Lock())
+        async with lock:
+            cursor = self.cursors.get(name)
+            if cursor is not None:
+                return cursor
+            md = self.first_position() if initial_position == "earliest" else self.last_confirmed_entry
+            cursor = ManagedCursor(self, name, durable=True)
+            await cursor.create(md)
+            self.cursors[name] = cursor
+        if not lock.locked() and not lock.statistics().tasks_waiting:
+            self._cursor_open_locks.pop(name, None)
         return cursor
 
     def open_non_durable_cursor(self, start: Position | None = None, inclusive: bool = True, name: str = "") -> "ManagedCursor":

@@ -31,6 +31,23 @@ async def test_read_across_ledgers_in_batches(factory, config) -> None:
     assert c.number_of_entries_in_backlog == 30 and not c.has_more_entries
 
 
+async def test_concurrent_opens_of_one_cursor_share_it(factory) -> None:
+    ml = await factory.open(NAME)
+    await fill(ml, 3)
+    opened = []
+
+    async def open_one() -> None:
+        opened.append(await ml.open_cursor("s", initial_position="earliest"))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(4):
+            nursery.start_soon(open_one)
+    assert len({id(c) for c in opened}) == 1 and ml.cursors["s"] is opened[0]
+    await opened[0].mark_delete(opened[0].read_position)
+    await opened[0].flush()
+    await ml.add_entry(b"still the owner")  # not fenced by its own second open
+
+
 async def test_latest_cursor_starts_after_existing(factory) -> None:
     ml = await factory.open(NAME)
     await fill(ml, 3)
