@@ -12,18 +12,8 @@ from pathlib import Path
 import trio
 
 from clients import AsyncClient, InitialPosition
+from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses, free_port
-
-
-def _bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int) -> None:
-    port = free_port()
-    data = root / f"bookie{index}"
-    procs("bookie", "--metadata-url", zk_url, "--port", str(port), "--http-port", "0",
-          "--journal-dir", str(data / "journal"), "--ledger-dirs", str(data / "ledgers"),
-          "--set", "journal_pre_alloc_size_mb=1", "--set", "db_storage_write_cache_max_size_mb=16",
-          "--set", "db_storage_read_ahead_cache_max_size_mb=16",
-          "--set", "disk_usage_threshold=0.999", "--set", "disk_usage_lwm_threshold=0.998",
-          ready_port=port)
 
 
 def _broker(procs: QuireProcesses, zk_url: str) -> int:
@@ -40,7 +30,7 @@ def _broker(procs: QuireProcesses, zk_url: str) -> int:
 async def test_redirects_and_owner_failover(quire_procs: QuireProcesses, zk_url: str, tmp_path: Path) -> None:
     def start() -> tuple[int, int]:
         for i in range(2):
-            _bookie(quire_procs, zk_url, tmp_path, i)
+            start_bookie(quire_procs, zk_url, tmp_path, i)
         return _broker(quire_procs, zk_url), _broker(quire_procs, zk_url)
 
     pa, pb = await trio.to_thread.run_sync(start)

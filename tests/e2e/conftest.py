@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pulsar
 import pytest
 
+from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import ProcessNotReadyError, QuireProcess, QuireProcesses, free_port
 from tests.fixtures.zookeeper import ZooKeeperServer
 
@@ -86,17 +87,6 @@ def client(standalone: Standalone) -> Iterator[pulsar.Client]:
 
 
 # -- cluster mode: ZooKeeper + bookie processes + broker processes ------------------------------
-
-def start_bookie(procs: QuireProcesses, zk_url: str, root: Path, index: int) -> None:
-    port = free_port()
-    data = root / f"bookie{index}"
-    procs("bookie", "--metadata-url", zk_url, "--port", str(port), "--http-port", "0",
-          "--journal-dir", str(data / "journal"), "--ledger-dirs", str(data / "ledgers"),
-          "--set", "journal_pre_alloc_size_mb=1", "--set", "db_storage_write_cache_max_size_mb=16",
-          "--set", "db_storage_read_ahead_cache_max_size_mb=16",
-          "--set", "disk_usage_threshold=0.999", "--set", "disk_usage_lwm_threshold=0.998",
-          ready_port=port)
-
 
 def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000, *extra: str) -> tuple[int, int]:
     port, web = free_port(), free_port()
