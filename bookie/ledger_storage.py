@@ -155,14 +155,17 @@ class LedgerStorage:
 
     # --- adds ------------------------------------------------------------------------------
 
-    def try_add(self, ledger_id: int, entry_id: int, data: bytes, lac: int) -> bool:
-        """Put an entry into the write cache; False when the cache is full (throttle)."""
-        if not self.write_cache.put(ledger_id, entry_id, data):
+    def try_add(self, ledger_id: int, entry_id: int, data: bytes, lac: int, st: LedgerState | None = None) -> bool:
+        """Put an entry into the write cache; False when the cache is full (throttle).
+        ``st`` is the ledger's state if the caller already looked it up (the add hot path)."""
+        wc = self.write_cache
+        if not wc.put(ledger_id, entry_id, data):
             self.request_flush()
             return False
-        if self.write_cache.is_full:
+        if wc.active.size >= wc.half_limit:
             self.request_flush()
-        st = self.states.get(ledger_id)
+        if st is None:
+            st = self.states.get(ledger_id)
         if st is not None and lac > st.lac:
             st.lac = lac
             if ledger_id in self._lac_events:

@@ -19,7 +19,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-import msgpack
 import trio
 
 from bookie import journal_format as jf
@@ -45,8 +44,11 @@ log = logging.getLogger(__name__)
 _ADD = int(Op.ADD)
 _READ = int(Op.READ)
 _ENTRY_IDS = struct.Struct(">Qqq")  # ledger id, entry id, LAC at the start of every entry
-_FRAME_PREFIX = struct.Struct(">II")  # total_len, header_len (see bookie.protocol)
-_packb = msgpack.Packer(use_bin_type=True).pack
+# A whole ADD reply frame in one pack: total_len, header_len, then the msgpack header
+# [op, request_id, status, ledger_id, entry_id, -1, -1, 0, 0, []] with fixed-width ints
+# (valid msgpack: decoders accept non-minimal encodings), so no msgpack call per entry.
+_ADD_REPLY = struct.Struct(">IIBBBQBHBQBqBBBBB")
+_ADD_REPLY_HLEN = _ADD_REPLY.size - 8
 _FENCE = int(Flag.FENCE)
 _RECOVERY = int(Flag.RECOVERY_ADD)
 _PIGGYBACK = int(Flag.PIGGYBACK)
@@ -223,7 +225,7 @@ class RequestProcessor:
         if l != lid or e != req.entry_id:
             self._add_error(req, conn, int(Status.BAD_REQUEST))
             return True
-        if not self.storage.try_add(lid, e, body, lac):
+        if not self.storage.try_add(lid, e, body, lac, st):
             return False
         self.added_bytes += len(body)
         journal.append_ack(body, (conn, req.request_id, lid, e))
@@ -236,7 +238,8 @@ class RequestProcessor:
     def _adds_durable(self, tokens: list, err: BaseException | None) -> None:
         """A journal group is durable (or failed): answer all its adds, one send per connection."""
         status = 0 if err is None else int(Status.IO)
-        packb, prefix = _packb, _FRAME_PREFIX.pack
+        pack = _ADD_REPLY.pack
+        size, hlen = _ADD_REPLY.size - 4, _ADD_REPLY_HLEN
         last_conn = None
         out: list[bytes] = []
         batches: list[tuple[ReplySink, list[bytes]]] = []
@@ -245,9 +248,8 @@ class RequestProcessor:
                 # Tokens come in runs per connection; a dict is needed only to merge runs.
                 last_conn, out = conn, []
                 batches.append((conn, out))
-            h = packb([_ADD, rid, status, lid, eid, -1, -1, 0, 0, []])
-            out.append(prefix(4 + len(h), len(h)))
-            out.append(h)
+            # array(10), op, u64 rid, u16 status, u64 lid, i64 eid, -1, -1, 0, 0, array(0)
+            out.append(pack(size, hlen, 0x9A, _ADD, 0xCF, rid, 0xCD, status, 0xCF, lid, 0xD3, eid, 0xFF, 0xFF, 0, 0, 0x90))
         merged: dict[ReplySink, list[bytes]] = {}
         for conn, frames in batches:
             if conn in merged:
@@ -257,11 +259,11 @@ class RequestProcessor:
         for conn, frames in merged.items():
             send_many = getattr(conn, "send_many", None)
             if send_many is not None:
-                send_many(frames, len(frames) // 2)
+                send_many(frames, len(frames))
             else:  # a sink with only send() (e.g. the in-process local bookie channel)
                 send = conn.send
-                for i in range(0, len(frames), 2):
-                    send(frames[i] + frames[i + 1])
+                for frame in frames:
+                    send(frame)
         self._count("add", status, len(tokens))
 
     async def _add_slow(self, req: Request, conn: ReplySink) -> None:

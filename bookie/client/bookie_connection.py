@@ -24,12 +24,11 @@ from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, local_bookie
 from bookie.protocol import (
     FrameDecoder,
-    Op,
     ProtocolError,
     Request,
     Response,
     decode_response,
-    encode_frame,
+    encode_add_request,
     encode_request,
 )
 
@@ -43,7 +42,6 @@ _RECV_SIZE = 256 * 1024
 # Deadlines use the monotonic clock directly: trio.current_time() costs ~4x more per call and
 # send() is on the per-entry hot path.
 _now = time.monotonic
-_OP_ADD = int(Op.ADD)
 
 
 def parse_bookie_id(bookie_id: str) -> tuple[str, int]:
@@ -102,7 +100,7 @@ class BookieConnection:
         self._pending[rid] = (callback, now + timeout_s, now)
         if timeout_s < self._min_timeout:
             self._min_timeout = timeout_s
-        self._queue(encode_frame([_OP_ADD, rid, ledger_id, entry_id, flags, master_key, -1, 0, -1, 0, 0], entry))
+        self._queue(encode_add_request(rid, ledger_id, entry_id, flags, master_key, entry))
 
     def _queue(self, frame: bytes) -> None:
         out = self._out
