@@ -280,6 +280,48 @@ class FrameDecoder:
             buf += rest
         return frames
 
+    def feed_requests(self, data: bytes | bytearray | memoryview) -> tuple[list[Request], ProtocolError | None]:
+        """``feed(data)`` + :func:`decode_request` of each frame, with one copy per request
+        (its body) instead of three: fixed-width headers are decoded straight from the received
+        bytes. A malformed request ends the batch: the requests before it are returned with the
+        error, so the caller can answer them before dropping the connection."""
+        buf = self._buf
+        if buf:
+            buf += data
+            src = bytes(buf)
+            buf.clear()
+        else:
+            src = data if type(data) is bytes else bytes(data)
+        reqs: list[Request] = []
+        n = len(src)
+        pos = 0
+        unpack_from = _U32.unpack_from
+        limit = self.max_frame_size
+        err: ProtocolError | None = None
+        try:
+            while n - pos >= 4:
+                (size,) = unpack_from(src, pos)
+                if size > limit:
+                    raise FrameTooLargeError(f"frame of {size} bytes (max {limit})")
+                if size < 4:
+                    raise ProtocolError(f"frame of {size} bytes is shorter than its header length field")
+                stop = pos + 4 + size
+                if stop > n:
+                    break
+                start = pos + 4
+                end = start + 4 + unpack_from(src, start)[0]
+                req = _decode_fixed(src, start, end, stop) if end <= stop else None
+                reqs.append(req if req is not None else decode_request(src[start:stop]))
+                pos = stop
+        except ProtocolError as exc:
+            if not reqs:
+                raise
+            err = exc  # the stream cannot be resynchronised; nothing after this frame is kept
+        else:
+            if pos < n:
+                buf += src[pos:]
+        return reqs, err
+
 
 def _split(frame: bytes | bytearray | memoryview) -> tuple[list, memoryview]:
     """Header array and body view of one frame (as returned by FrameDecoder.feed)."""
@@ -309,6 +351,25 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _U64_MAX = (1 << 64) - 1
 
 
+def _decode_fixed(src: bytes, pos: int, end: int, stop: int) -> Request | None:
+    """The request in ``src[pos:stop]`` (a frame without its total_len prefix, header ending at
+    ``end``) if its header has the fixed-width encoding (see _REQ_HEAD), else None. The struct
+    types already bound every field as decode_request's msgpack path checks it; only the type
+    tags, flags and op remain to check."""
+    if end < pos + 4 + _REQ_FIXED_SIZE or src[pos + 4] != _ARRAY11:
+        return None
+    _, op, t1, rid, t2, lid, t3, eid, flags, t4, klen = _REQ_HEAD.unpack_from(src, pos + 4)
+    k = pos + 4 + _REQ_HEAD.size + klen
+    if (
+        end == k + _REQ_TAIL.size and t1 == _U64 and t2 == _U64 and t3 == _I64 and t4 == _BIN8
+        and flags <= _ALL_FLAGS and op in _OPS
+    ):
+        t5, plac, t6, tmo, t7, leid, t8, mxe, t9, mxb = _REQ_TAIL.unpack_from(src, k)
+        if t5 == _I64 and t6 == _U32_TAG and t7 == _I64 and t8 == _U32_TAG and t9 == _U64:
+            return Request(_OPS[op], rid, lid, eid, flags, src[k - klen : k], src[end:stop], plac, tmo, leid, mxe, mxb)
+    return None
+
+
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """A Request from one frame; ProtocolError on anything malformed."""
     if type(frame) is not bytes:
@@ -320,18 +381,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     end = 4 + _U32.unpack_from(frame, 0)[0]
     if end > n:
         raise ProtocolError(f"header length {end - 4} exceeds frame size {n}")
-    if end >= 4 + _REQ_FIXED_SIZE and frame[4] == _ARRAY11:
-        # Fixed-width encoding (see _REQ_HEAD): the struct types already bound every field as
-        # the msgpack path below checks it; only the type tags, flags and op remain to check.
-        _, op, t1, rid, t2, lid, t3, eid, flags, t4, klen = _REQ_HEAD.unpack_from(frame, 4)
-        k = 4 + _REQ_HEAD.size + klen
-        if (
-            end == k + _REQ_TAIL.size and t1 == _U64 and t2 == _U64 and t3 == _I64 and t4 == _BIN8
-            and flags <= _ALL_FLAGS and op in _OPS
-        ):
-            t5, plac, t6, tmo, t7, leid, t8, mxe, t9, mxb = _REQ_TAIL.unpack_from(frame, k)
-            if t5 == _I64 and t6 == _U32_TAG and t7 == _I64 and t8 == _U32_TAG and t9 == _U64:
-                return Request(_OPS[op], rid, lid, eid, flags, frame[k - klen : k], frame[end:], plac, tmo, leid, mxe, mxb)
+    req = _decode_fixed(frame, 0, end, n)
+    if req is not None:
+        return req
     try:
         h = _unpackb(frame[4:end])
     except Exception as exc:  # msgpack raises a zoo of types on garbage

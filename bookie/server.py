@@ -16,7 +16,7 @@ import trio
 
 from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
-from bookie.protocol import FrameDecoder, decode_request
+from bookie.protocol import FrameDecoder
 from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
@@ -116,8 +116,8 @@ async def _serve(
                     break
                 if not data:
                     break
-                for i, frame in enumerate(decoder.feed(data), 1):
-                    req = decode_request(frame)
+                reqs, bad = decoder.feed_requests(data)
+                for i, req in enumerate(reqs, 1):
                     conn.pending += 1
                     if not fast(req, conn):
                         await slow(req, conn, nursery)
@@ -127,6 +127,8 @@ async def _serve(
                         # A big burst must not starve the journal task: let it start the
                         # next group commit (and deliver finished ones) meanwhile.
                         await trio.sleep(0)
+                if bad is not None:
+                    raise bad
         except ProtocolError as exc:
             log.warning("closing connection: %s", exc)
         # The peer half-closed: let in-flight requests answer (bounded), then stop.
