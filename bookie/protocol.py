@@ -287,8 +287,8 @@ class FrameDecoder:
         error, so the caller can answer them before dropping the connection."""
         buf = self._buf
         if buf:
-            buf += data
-            src = bytes(buf)
+            # the held-back partial frame (at most one frame) + the new bytes: one copy of each
+            src = bytes(buf) + data
             buf.clear()
         else:
             src = data if type(data) is bytes else bytes(data)
@@ -319,7 +319,8 @@ class FrameDecoder:
             err = exc  # the stream cannot be resynchronised; nothing after this frame is kept
         else:
             if pos < n:
-                buf += src[pos:]
+                with memoryview(src) as rest:
+                    buf += rest[pos:]
         return reqs, err
 
 
