@@ -42,6 +42,9 @@ class BookieConfig:
     journal_flush_when_queue_empty: bool = False
     journal_sync_data: bool = True
     journal_page_cache_flush_interval_ms: int = 1000
+    # Drop journal pages from the page cache once fsynced (BookKeeper's journalRemovePagesFromCache):
+    # the journal is only read at replay, and its dirty/cached pages compete with entry-log writeback.
+    journal_remove_pages_from_cache: bool = True
     journal_max_size_mb: int = 2048
     journal_max_backups: int = 5
     journal_pre_alloc_size_mb: int = 16

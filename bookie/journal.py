@@ -337,7 +337,10 @@ class Journal:
         while f.position + size > f.prealloc_end:
             self._preallocate(f)
         if sync:
+            start = f.position
             f.position += write_all_at_durable(f.fd, bufs, f.position)
+            if self.config.journal_remove_pages_from_cache:
+                os.posix_fadvise(f.fd, start, f.position - start, os.POSIX_FADV_DONTNEED)
         else:
             f.position += write_all_at(f.fd, bufs, f.position)
         mark = LogMark(f.file_id, f.position)
