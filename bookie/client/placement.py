@@ -23,13 +23,11 @@ class EnsemblePlacementPolicy(Protocol):
         self, ensemble_size: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
     ) -> list[str]:
         """E distinct bookies from ``writable`` not in ``exclude`` (BKNotEnoughBookiesError)."""
-        ...
 
     def replace_bookie(
         self, ensemble: Sequence[str], index: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
     ) -> str:
         """A bookie to take ``ensemble[index]``'s place, not already in the ensemble."""
-        ...
 
 
 class RandomPlacementPolicy:
