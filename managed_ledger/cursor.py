@@ -29,6 +29,7 @@ from managed_ledger.errors import (
     ManagedLedgerTerminatedError,
     MetadataUnavailableError,
 )
+from managed_ledger.ledger_client import LedgerHandleView
 from managed_ledger.formats import (
     CursorInfo,
     FormatError,
@@ -76,7 +77,7 @@ class ManagedCursor:
         self._read_epoch = 0
         # persistence
         self._node_version = -1
-        self._cursor_ledger: Any = None  # writable handle of the current cursor ledger
+        self._cursor_ledger: LedgerHandleView | None = None  # writable handle of the current cursor ledger
         self._cursor_ledger_entries = 0
         self._cursor_ledger_created = 0.0
         self._node_ledger_id = -1  # cursors_ledger_id as last written to the node

@@ -15,13 +15,15 @@ from managed_ledger.config import MB, ManagedLedgerConfig
 from managed_ledger.entry_cache import EntryCacheManager
 from managed_ledger.errors import ManagedLedgerClosedError, MetadataUnavailableError
 from managed_ledger.ledger import ML_ROOT, ManagedLedger
+from managed_ledger.ledger_client import LedgerClient
 from metadata.errors import MetadataError, NotFoundError
+from metadata.store import MetadataStore
 
 log = logging.getLogger("quire.managed_ledger")
 
 
 class ManagedLedgerFactory:
-    def __init__(self, store: Any, bk: Any, config: ManagedLedgerConfig | None = None) -> None:
+    def __init__(self, store: MetadataStore, bk: LedgerClient, config: ManagedLedgerConfig | None = None) -> None:
         self.store = store
         self.bk = bk
         self.config = config or ManagedLedgerConfig()

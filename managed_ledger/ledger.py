@@ -34,10 +34,12 @@ from managed_ledger.errors import (
     MetadataUnavailableError,
 )
 from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo, decode_ml_info, encode_ml_info
+from managed_ledger.ledger_client import LedgerClient, LedgerHandleView
 from managed_ledger.position import Entry, Position
 from managed_ledger.retention import ledgers_to_delete
 from managed_ledger.rollover import current_ledger_is_full, jittered_max_rollover_ms
 from metadata.errors import BadVersionError, MetadataError, NotFoundError
+from metadata.store import MetadataStore
 
 if TYPE_CHECKING:
     from managed_ledger.cursor import ManagedCursor
@@ -77,7 +79,7 @@ class _LedgerWrites:
 class ManagedLedger:
     """Created and opened by :class:`managed_ledger.factory.ManagedLedgerFactory`."""
 
-    def __init__(self, name: str, config: ManagedLedgerConfig, store: Any, bk: Any, cache: EntryCache) -> None:
+    def __init__(self, name: str, config: ManagedLedgerConfig, store: MetadataStore, bk: LedgerClient, cache: EntryCache) -> None:
         self.name = name
         self.path = f"{ML_ROOT}/{name}"
         self.config = config
@@ -90,14 +92,14 @@ class ManagedLedger:
         self._by_id: dict[int, LedgerInfo] = {}
         self._terminated_position: Position | None = None
         self.properties: dict[str, str] = {}
-        self._current: Any = None  # writable LedgerHandle
+        self._current: LedgerHandleView | None = None  # writable
         self._current_info: LedgerInfo | None = None
         self._current_created_ms = 0
         self._reserved_entries = 0  # current ledger: confirmed + in flight
         self._reserved_size = 0
         self._writes: dict[int, _LedgerWrites] = {}  # ledger id -> adds in flight on it
         self._current_writes: _LedgerWrites | None = None  # of the current ledger
-        self._read_handles: dict[int, Any] = {}
+        self._read_handles: dict[int, LedgerHandleView] = {}
         self.last_confirmed_entry = Position(-1, -1)
         self.entries_added_counter = 0
         self._max_rollover_ms = jittered_max_rollover_ms(config)
@@ -298,7 +300,7 @@ class ManagedLedger:
         self._ledgers = ledgers
         self._by_id = {li.ledger_id: li for li in ledgers}
 
-    def _install_current(self, lh: Any, info: LedgerInfo) -> None:
+    def _install_current(self, lh: LedgerHandleView, info: LedgerInfo) -> None:
         self._ledgers.append(info)
         self._by_id[info.ledger_id] = info
         self._current = lh
@@ -309,7 +311,7 @@ class ManagedLedger:
         self._reserved_size = 0
         self._current_writes = self._writes[lh.ledger_id] = _LedgerWrites(info)
 
-    async def _create_data_ledger(self) -> Any:
+    async def _create_data_ledger(self) -> LedgerHandleView:
         c = self.config
         return await self.bk.create_ledger(
             c.ensemble_size,
@@ -405,6 +407,7 @@ class ManagedLedger:
         else:
             lh = await self._take_turn()
         writes = self._current_writes  # lh's: both are set together, no await since lh was read
+        assert writes is not None
         ledger_id = lh.ledger_id
         size = len(data)
         self._reserved_entries += 1
@@ -444,7 +447,7 @@ class ManagedLedger:
             self._after_first_or_full(ledger_id, entry_id)
         return pos
 
-    async def _take_turn(self) -> Any:
+    async def _take_turn(self) -> LedgerHandleView:
         """Slow path of add_entry: wait for an add slot and our turn (behind a rollover
         or earlier adds); returns the ledger to write to, with the turn passed on."""
         self._check_writable()
@@ -530,7 +533,7 @@ class ManagedLedger:
             self._new_entries.set()
             self._new_entries = trio.Event()
 
-    def _write_failed(self, lh: Any, error: BaseException) -> None:
+    def _write_failed(self, lh: LedgerHandleView, error: BaseException) -> None:
         """A non-fencing add failure: the ledger is unusable, roll to a new one."""
         if self._current is lh and self.state == State.LEDGER_OPENED:
             log.warning("%s: write to ledger %d failed (%s); rolling over", self.name, lh.ledger_id, error)
@@ -554,7 +557,7 @@ class ManagedLedger:
                 writes.drained = trio.Event()
             await writes.drained.wait()
 
-    async def _rollover(self, old: Any) -> None:
+    async def _rollover(self, old: LedgerHandleView | None) -> None:
         ready = self._ledger_ready
         try:
             # Creating the ledger overlaps with the old ledger's in-flight adds finishing.
@@ -597,7 +600,7 @@ class ManagedLedger:
         finally:
             ready.set()
 
-    async def _close_old_ledger(self, old: Any) -> None:
+    async def _close_old_ledger(self, old: LedgerHandleView) -> None:
         try:
             await old.close()
         except BKError as e:
@@ -723,7 +726,7 @@ class ManagedLedger:
         return li is not None and 0 <= pos.entry_id < li.entries
 
     # ------------------------------------------------------------------ reads
-    async def _read_handle(self, ledger_id: int) -> Any:
+    async def _read_handle(self, ledger_id: int) -> LedgerHandleView:
         if self._current is not None and self._current.ledger_id == ledger_id:
             return self._current
         lh = self._read_handles.get(ledger_id)
