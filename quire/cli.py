@@ -19,11 +19,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bookie-shell": ("bookie.cli:bookie_shell", "inspect a bookie's journal, entry logs and index"),
     "broker": ("broker.cli:broker", "run a broker"),
     "standalone": ("broker.cli:standalone", "run metadata store + bookie + broker in one process"),
-    "produce": ("clients.cli:produce", "produce messages to a topic"),
-    "consume": ("clients.cli:consume", "consume messages from a subscription"),
-    "read": ("clients.cli:read", "read a topic with a reader"),
-    "perf": ("clients.cli:perf", "throughput and latency load generator"),
-    "admin": ("clients.cli:admin", "admin REST client"),
+    "produce": ("quire.client_cli:produce", "produce messages to a topic"),
+    "consume": ("quire.client_cli:consume", "consume messages from a subscription"),
+    "read": ("quire.client_cli:read", "read a topic with a reader"),
+    "perf": ("quire.client_cli:perf", "throughput and latency load generator"),
+    "admin": ("quire.client_cli:admin", "admin REST client"),
 }
 
 

@@ -24,9 +24,9 @@ from typing import Any
 import click
 import trio
 
-from . import errors
-from .async_client import AsyncClient
-from .options import CompressionType, ConsumerType, InitialPosition
+from clients import errors
+from clients.async_client import AsyncClient
+from clients.options import CompressionType, ConsumerType, InitialPosition
 
 MAX_SAMPLES = 1_000_000
 

@@ -1,7 +1,8 @@
-"""CLI commands of the client package: ``quire produce|consume|read|perf|admin``.
+"""Client-side CLI tools: ``quire produce|consume|read|perf|admin``.
 
+They live here, not in ``clients/``, so the client package is only the library.
 ``produce``/``consume``/``read`` run the trio ``AsyncClient`` directly; ``perf`` lives in
-``clients/perf.py`` and ``admin`` (the REST client) in ``clients/admin_cli.py``.
+``quire/perf.py`` and ``admin`` (the REST client) in ``quire/admin_cli.py``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from pathlib import Path
 import click
 import trio
 
-from . import errors
-from .admin_cli import admin
-from .async_client import AsyncClient
-from .message_id import MessageId
-from .options import ConsumerType, InitialPosition
-from .perf import perf
+from clients import errors
+from quire.admin_cli import admin
+from clients.async_client import AsyncClient
+from clients.message_id import MessageId
+from clients.options import ConsumerType, InitialPosition
+from quire.perf import perf
 
 __all__ = ["admin", "consume", "perf", "produce", "read"]
 
@@ -58,7 +59,7 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
     bodies = [m.encode() for m in messages] + [p.read_bytes() for p in files]
     if not bodies:
         raise click.UsageError("give at least one -m MESSAGE or -f FILE")
-    from .options import CompressionType
+    from clients.options import CompressionType
 
     codec = {"ZLIB": "ZLib"}.get(compression, compression)
 
