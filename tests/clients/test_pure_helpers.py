@@ -14,7 +14,7 @@ from clients.connection_pool import parse_service_url
 from clients.errors import InvalidTopicName, InvalidUrl
 from clients.lookup import Backoff
 from clients.message_id import MessageId
-from clients.partitioned_producer import murmur3_32
+from clients.protocol.murmur3 import murmur3_32
 from quire.perf import percentiles
 from clients.protocol import batch
 from clients.protocol import commands as c
