@@ -20,7 +20,7 @@ from bookie.client.local_bookie import LocalBookieConnection, register_local_boo
 from bookie.journal import Journal
 from metadata import open_store
 from tests.bookie.helpers import make_config
-from tests.ledger_client.conftest import fast_config
+from tests.bookie.client.conftest import fast_config
 
 
 @pytest.fixture

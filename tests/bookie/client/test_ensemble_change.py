@@ -17,7 +17,7 @@ from bookie.client import (
 from bookie.client.ledger_metadata import encode_metadata
 from bookie.protocol import Status
 from metadata.ledger_ids import ledger_path
-from tests.ledger_client.conftest import fast_config
+from tests.bookie.client.conftest import fast_config
 
 
 async def _add_many(lh, n, start=0):

@@ -10,8 +10,8 @@ from bookie.client.ledger_metadata import encode_metadata
 from bookie.client.recovery import LedgerRecoveryOp
 from bookie.protocol import Flag, Op, Status
 from metadata.ledger_ids import ledger_path
-from tests.ledger_client.conftest import fast_config
-from tests.ledger_client.fake_bookie import DROP
+from tests.bookie.client.conftest import fast_config
+from tests.bookie.client.fake_bookie import DROP
 
 
 async def _write(bk, n, e=3, wq=3, aq=2, password=b""):
