@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from . import errors
-from .lookup import Backoff
+from .connection_handler import ConnectionHandler
 from .message import Message
 from .message_id import MessageId
 from .message_queue import MessageQueue
@@ -168,7 +168,7 @@ class Consumer(ConsumerBase):
         self._refill_at = max(1, self._queue_size // 2)  # FLOW once half the queue was consumed
         self._permits = 0
         self._cnx: ClientConnection | None = None
-        self._disconnected = trio.Event()
+        self._handler = ConnectionHandler(self)
         self._connected = trio.Event()
         self._scope = trio.CancelScope()
         self._closed = False
@@ -237,7 +237,7 @@ class Consumer(ConsumerBase):
             task_status.started()
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._reconnector)
+                    nursery.start_soon(self._handler.run)
                     nursery.start_soon(self._ack_timer)
                     nursery.start_soon(self._redelivery_timer)
             except* Exception as group:  # a bug here must fail this consumer, not the whole client
@@ -285,6 +285,23 @@ class Consumer(ConsumerBase):
             "hash_ranges": ranges,
         }
 
+    # -- the ConnectionHandler's view (clients.connection_handler.Reconnectable) --------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def describe(self) -> str:
+        return f"consumer {self._name} on {self._topic}"
+
+    async def establish(self) -> None:
+        await self._establish()
+
+    def fail(self, error: errors.PulsarException) -> None:
+        self._fatal = error
+        if self._own_queue:
+            self._queue.close()
+
     async def _establish(self) -> None:
         client = self._client
         url = await client._lookup.broker_url(self._topic)
@@ -301,7 +318,7 @@ class Consumer(ConsumerBase):
         self._clear_queue()
         self._batch_unacked.clear()
         self._chunks.clear()
-        self._disconnected = trio.Event()
+        self._handler.connected()
         self._cnx = cnx
         self._permits = 0
         cnx.send(cmds.flow(self._consumer_id, self._queue_size))
@@ -315,30 +332,11 @@ class Consumer(ConsumerBase):
             return self._queue.clear()
         return self._queue.remove_if(lambda m: m._consumer is self)
 
-    async def _reconnector(self) -> None:
-        backoff = Backoff()
-        while True:
-            await self._disconnected.wait()
-            if self._closed:
-                return
-            await trio.sleep(backoff.next())
-            try:
-                await self._establish()
-                backoff.reset()
-                log.info("consumer %s on %s reconnected", self._name, self._topic)
-            except errors.FATAL as exc:
-                self._fatal = exc
-                if self._own_queue:
-                    self._queue.close()
-                return
-            except errors.PulsarException as exc:
-                log.info("consumer %s on %s: reconnect failed: %s", self._name, self._topic, exc)
-
     def _on_disconnected(self, cnx: "ClientConnection") -> None:
         if cnx is self._cnx:
             self._cnx = None
             self._connected = trio.Event()
-            self._disconnected.set()
+            self._handler.connection_lost()
 
     def _on_active_change(self, active: bool) -> None:
         self.is_active = active

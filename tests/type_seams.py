@@ -6,6 +6,9 @@ signature) fails here, in CI, instead of silently testing something else.
 """
 
 from bookie.client.bookkeeper import BookKeeper
+from clients.connection_handler import Reconnectable
+from clients.consumer import Consumer
+from clients.producer import Producer
 from bookie.client.ledger_handle import LedgerHandle
 from managed_ledger.cursor import ManagedCursor
 from managed_ledger.factory import ManagedLedgerFactory
@@ -34,3 +37,7 @@ def managed_cursor_seam(real: ManagedCursor, fake: MemoryCursor) -> list[Managed
 
 def managed_ledger_factory_seam(real: ManagedLedgerFactory, fake: MemoryManagedLedgerFactory) -> list[ManagedLedgerFactoryView]:
     return [real, fake]
+
+
+def reconnectable_seam(producer: Producer, consumer: Consumer) -> list[Reconnectable]:
+    return [producer, consumer]
