@@ -39,7 +39,7 @@ from .protocol.errors import ProtocolError
 from .protocol.pulsar_api_pb2 import CommandAck, CommandSubscribe, KeySharedMode
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
+    from .client_context import ClientContext
     from .connection import ClientConnection
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class Consumer(ConsumerBase):
 
     def __init__(
         self,
-        client: "AsyncClient",
+        ctx: "ClientContext",
         topic: str,
         config: ConsumerConfig,
         *,
@@ -156,11 +156,11 @@ class Consumer(ConsumerBase):
         queue: MessageQueue[Message] | None = None,
         receiver_queue_size: int | None = None,
     ) -> None:
-        self._client = client
+        self._ctx = ctx
         self._topic = topic
         self._config = config
         self._partition = partition
-        self._consumer_id = client._new_consumer_id()
+        self._consumer_id = ctx.new_consumer_id()
         self._name = config.consumer_name or secrets.token_hex(5)
         self._own_queue = queue is None
         self._queue = queue if queue is not None else MessageQueue()
@@ -303,10 +303,10 @@ class Consumer(ConsumerBase):
             self._queue.close()
 
     async def _establish(self) -> None:
-        client = self._client
-        url = await client._lookup.broker_url(self._topic)
-        cnx = await client._pool.get(url)
-        rid = client._new_request_id()
+        ctx = self._ctx
+        url = await ctx.lookup.broker_url(self._topic)
+        cnx = await ctx.pool.get(url)
+        rid = ctx.new_request_id()
         cnx.register_consumer(self._consumer_id, self)
         try:
             await cnx.request(self._subscribe_command(rid), rid)
@@ -352,7 +352,7 @@ class Consumer(ConsumerBase):
         cnx, self._cnx = self._cnx, None
         if cnx is not None and not cnx.is_closed:
             cnx.unregister_consumer(self._consumer_id, self)
-            rid = self._client._new_request_id()
+            rid = self._ctx.new_request_id()
             with trio.move_on_after(5):
                 try:
                     await cnx.request(cmds.close_consumer(self._consumer_id, rid), rid)
@@ -363,17 +363,17 @@ class Consumer(ConsumerBase):
         self._scope.cancel()
         if self._own_queue:
             self._queue.close()
-        self._client._forget(self)
+        self._ctx.forget(self)
 
     async def unsubscribe(self) -> None:
         self._check_open()
         cnx = await self._wait_connected()
-        rid = self._client._new_request_id()
+        rid = self._ctx.new_request_id()
         await cnx.request(cmds.unsubscribe(self._consumer_id, rid), rid)
         await self.close()
 
     async def _wait_connected(self, timeout: float | None = None) -> "ClientConnection":
-        timeout = self._client._config.operation_timeout_s if timeout is None else timeout
+        timeout = self._ctx.config.operation_timeout_s if timeout is None else timeout
         with trio.move_on_after(timeout):
             while True:
                 cnx = self._cnx
@@ -445,7 +445,7 @@ class Consumer(ConsumerBase):
         if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
             self._on_chunk(cmd, meta, payload, ledger, entry, partition)
             return
-        limit = self._client._max_message_size * 2 + 1024 * 1024
+        limit = self._ctx.max_message_size * 2 + 1024 * 1024
         if meta.compression:
             if meta.uncompressed_size > limit:
                 self._discard(cnx, wire_id, CommandAck.UncompressedSizeCorruption, n)
@@ -727,7 +727,7 @@ class Consumer(ConsumerBase):
                 from .producer import ProducerConfig
 
                 topic = dlq.dead_letter_topic or f"{self._topic}-{self._config.subscription_name}-DLQ"
-                self._dlq_producer = await self._client.create_producer(
+                self._dlq_producer = await self._ctx.create_producer(
                     topic,
                     ProducerConfig(batching_enabled=False, initial_subscription_name=dlq.initial_subscription_name),
                 )
@@ -747,7 +747,7 @@ class Consumer(ConsumerBase):
         """Reset the subscription to a message id or to a publish time (ms since epoch)."""
         self._check_open()
         cnx = await self._wait_connected()
-        rid = self._client._new_request_id()
+        rid = self._ctx.new_request_id()
         if isinstance(target, int):
             command = cmds.seek(self._consumer_id, rid, publish_time=target)
             new_filter = None
@@ -785,7 +785,7 @@ class Consumer(ConsumerBase):
 
     async def _last_ids(self) -> tuple[MessageId, MessageId | None]:
         cnx = await self._wait_connected()
-        rid = self._client._new_request_id()
+        rid = self._ctx.new_request_id()
         resp = (await cnx.request(cmds.get_last_message_id(self._consumer_id, rid), rid)).getLastMessageIdResponse
         last = MessageId.from_proto(resp.last_message_id)
         mark = MessageId.from_proto(resp.consumer_mark_delete_position) if resp.HasField("consumer_mark_delete_position") else None

@@ -22,7 +22,7 @@ from .protocol.murmur3 import murmur3_32
 from .topic_name import partition_name
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
+    from .client_context import ClientContext
 
 
 class _RoutingView:
@@ -44,8 +44,8 @@ class _RoutingView:
 class PartitionedProducer:
     """Same API as ``Producer``; routes each message to one partition's producer."""
 
-    def __init__(self, client: "AsyncClient", topic: str, config: ProducerConfig, partitions: int) -> None:
-        self._client = client
+    def __init__(self, ctx: "ClientContext", topic: str, config: ProducerConfig, partitions: int) -> None:
+        self._ctx = ctx
         self._topic = topic
         self._config = config
         self._n = partitions
@@ -63,13 +63,12 @@ class PartitionedProducer:
                 for child in self._children:
                     await child.close()
             raise
-        assert self._client._nursery is not None
-        await self._client._nursery.start(self._watch_partitions)
+        await self._ctx.nursery.start(self._watch_partitions)
 
     async def _add_partitions(self, count: int) -> None:
         for i in range(len(self._children), count):
-            child = Producer(self._client, partition_name(self._topic, i), self._config, partition=i)
-            await self._client._start_child(child)
+            child = Producer(self._ctx, partition_name(self._topic, i), self._config, partition=i)
+            await self._ctx.start_child(child)
             self._children.append(child)
         self._n = len(self._children)
 
@@ -80,7 +79,7 @@ class PartitionedProducer:
             while True:
                 await trio.sleep(self._config.partitions_update_interval_s)
                 try:
-                    count = await self._client._lookup.partitions(self._topic)
+                    count = await self._ctx.lookup.partitions(self._topic)
                     if count > len(self._children):
                         await self._add_partitions(count)
                 except errors.PulsarException:
@@ -140,5 +139,5 @@ class PartitionedProducer:
         self._scope.cancel()
         for child in self._children:
             await child.close()
-        self._client._forget(self)
+        self._ctx.forget(self)
 

@@ -29,7 +29,7 @@ from .protocol import compression, frames
 from .protocol.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
+    from .client_context import ClientContext
     from .connection import ClientConnection
 
 log = logging.getLogger(__name__)
@@ -155,12 +155,12 @@ class _OpSend:
 class Producer:
     """Async producer of one (non-partitioned or partition) topic. Create via ``AsyncClient``."""
 
-    def __init__(self, client: "AsyncClient", topic: str, config: ProducerConfig, partition: int = -1) -> None:
-        self._client = client
+    def __init__(self, ctx: "ClientContext", topic: str, config: ProducerConfig, partition: int = -1) -> None:
+        self._ctx = ctx
         self._topic = topic
         self._config = config
         self._partition = partition
-        self._producer_id = client._new_producer_id()
+        self._producer_id = ctx.new_producer_id()
         self._name: str | None = config.producer_name
         self._user_named = config.producer_name is not None
         self._epoch = 0
@@ -336,14 +336,14 @@ class Producer:
             self._cnx = None
             if cnx is not None and not cnx.is_closed:
                 cnx.unregister_producer(self._producer_id, self)
-                rid = self._client._new_request_id()
+                rid = self._ctx.new_request_id()
                 with trio.move_on_after(5):
                     try:
                         await cnx.request(cmds.close_producer(self._producer_id, rid), rid)
                     except errors.PulsarException:
                         pass
             self._scope.cancel()
-            self._client._forget(self)
+            self._ctx.forget(self)
 
     # -- message building ----------------------------------------------------------------------
 
@@ -364,7 +364,7 @@ class Producer:
 
     def _max_message_size(self) -> int:
         cnx = self._cnx
-        return cnx.max_message_size if cnx is not None else self._client._max_message_size
+        return cnx.max_message_size if cnx is not None else self._ctx.max_message_size
 
     def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any):  # type: ignore[no-untyped-def]
         return cmds.message_metadata(
@@ -576,10 +576,10 @@ class Producer:
             self._set_fatal(error)
 
     async def _establish(self) -> None:
-        client = self._client
-        url = await client._lookup.broker_url(self._topic)
-        cnx = await client._pool.get(url)
-        rid = client._new_request_id()
+        ctx = self._ctx
+        url = await ctx.lookup.broker_url(self._topic)
+        cnx = await ctx.pool.get(url)
+        rid = ctx.new_request_id()
         cnx.register_producer(self._producer_id, self)
         waits = self._config.access_mode == ProducerAccessMode.WaitForExclusive
         try:
