@@ -215,9 +215,8 @@ class BookieConnection:
                 elif p[2] > recent:
                     break
             for rid in expired:
-                p = self._pending.pop(rid, None)
-                if p is not None:
-                    self._complete(p[0], CLIENT_TIMEOUT, None)
+                if rid in self._pending:  # a completion callback may have dropped it meanwhile
+                    self._complete(self._pending.pop(rid)[0], CLIENT_TIMEOUT, None)
 
 
 class BookieConnectionPool:

@@ -197,13 +197,13 @@ async def test_failures_reported_during_a_change_do_not_replace_the_replacement(
     bad = cluster[lh.metadata.last_ensemble[1]]
     bad.faults.add_status = Status.IO
     bad.faults.delay_s = 0.05  # its errors trickle in, one per add, over the whole stream
-    discover = bk.writable_bookies
+    discover = bk.ctx.writable_bookies
 
     async def slow_discovery():
         await trio.sleep(0.3)
         return await discover()
 
-    bk.writable_bookies = slow_discovery
+    bk.ctx.writable_bookies = slow_discovery  # type: ignore[method-assign]
 
     async def add(i):
         acked[await lh.add_entry(b"e%d" % i)] = b"e%d" % i

@@ -207,7 +207,7 @@ async def test_recovery_op_reports_progress(bk, cluster):
     md, version = await bk.ledger_manager.read(lh.ledger_id)
     from bookie.client.ledger_metadata import master_key
 
-    op = LedgerRecoveryOp(bk, lh.ledger_id, (md, version), master_key(b""))
+    op = LedgerRecoveryOp(bk.ctx, lh.ledger_id, (md, version), master_key(b""))
     md, _ = await op.run()
     assert op.fenced_lac == 2 and op.recovered_entries == 1 and md.last_entry_id == 3
 
