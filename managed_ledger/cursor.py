@@ -118,17 +118,22 @@ class ManagedCursor:
     def has_more_entries(self) -> bool:
         return self.ml.normalize(self.read_position) <= self.ml.last_confirmed_entry
 
+    @property
+    def is_dirty(self) -> bool:
+        """State changed since the last persisted write (the background loop flushes it)."""
+        return self._state_gen > self._persisted_gen
+
     def is_deleted(self, pos: Position) -> bool:
         return pos <= self.mark_delete_position or pos.as_tuple() in self._deleted
 
     # ------------------------------------------------------------------ lifecycle
-    def _init_position(self, md: Position) -> None:
+    def init_position(self, md: Position) -> None:
         self.mark_delete_position = md
         self.read_position = self.ml.next_valid_position(md)
 
     async def create(self, md: Position) -> None:
         """New durable cursor: write its node (cursor ledger comes with the first flush)."""
-        self._init_position(md)
+        self.init_position(md)
         info = CursorInfo(-1, PositionInfo(md.as_tuple()), _now_ms())
         try:
             stat = await self.ml.store.put(self.path, encode_cursor_info(info), -1)
@@ -167,7 +172,7 @@ class ManagedCursor:
         try:
             stat = await ml.store.put(self.path, encode_cursor_info(claimed), self._node_version)
         except BadVersionError as e:
-            ml._set_fenced(f"cursor {self.name} changed during recovery")
+            ml.set_fenced(f"cursor {self.name} changed during recovery")
             raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
         except MetadataError as e:
             raise MetadataUnavailableError(f"{self.path}: {e}") from e
@@ -220,11 +225,11 @@ class ManagedCursor:
 
     async def close(self) -> None:
         """Close this cursor (the managed ledger keeps its persisted state)."""
-        await self._close(persist=True)
+        await self.shutdown(persist=True)
         if self.durable:
             self.ml.cursors.pop(self.name, None)
 
-    async def _close(self, persist: bool) -> None:
+    async def shutdown(self, persist: bool) -> None:
         if self.closed:
             return
         try:
@@ -232,7 +237,7 @@ class ManagedCursor:
                 await self._persist_on_close()
         finally:
             self.closed = True
-            self.ml._non_durable.discard(self)
+            self.ml.forget_non_durable(self)
             if self._cursor_ledger is not None:
                 try:
                     await self._cursor_ledger.close()
@@ -254,12 +259,12 @@ class ManagedCursor:
                         await old.close()
                     except BKError:
                         pass
-                    await self.ml._delete_ledger_quietly(old.ledger_id)
+                    await self.ml.delete_ledger_quietly(old.ledger_id)
             elif self._persisted_gen < gen or self._cursor_ledger is None:
                 await self._write_position(self._snapshot(cfg.max_unacked_ranges_to_persist))
             self._persisted_gen = gen
 
-    async def _delete_persistent_state(self) -> None:
+    async def delete_persistent_state(self) -> None:
         self.closed = True
         ledgers = {self._node_ledger_id}
         if self._cursor_ledger is not None:
@@ -274,12 +279,12 @@ class ManagedCursor:
         except NotFoundError:
             pass
         except BadVersionError as e:
-            self.ml._set_fenced(f"cursor {self.name} changed by another owner")
+            self.ml.set_fenced(f"cursor {self.name} changed by another owner")
             raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
         except MetadataError as e:
             raise MetadataUnavailableError(f"{self.path}: {e}") from e
         for ledger_id in ledgers - {-1}:
-            await self.ml._delete_ledger_quietly(ledger_id)
+            await self.ml.delete_ledger_quietly(ledger_id)
 
     # ------------------------------------------------------------------ reads
     async def read_entries(self, max_entries: int) -> list[Entry]:
@@ -301,7 +306,7 @@ class ManagedCursor:
             if rng is not None:
                 pos = Position(pos.ledger_id, rng[1][1] + 1)
                 continue
-            info = ml._by_id.get(pos.ledger_id)
+            info = ml.ledger_info(pos.ledger_id)
             if info is None:  # trimmed meanwhile: normalize moves on
                 pos = Position(pos.ledger_id, 1 << 62)
                 continue
@@ -318,7 +323,7 @@ class ManagedCursor:
         self.messages_consumed_counter += len(out)
         self.last_active_ms = _now_ms()
         if out:
-            ml._invalidate_cache()
+            ml.invalidate_cache()
         return out
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
@@ -409,9 +414,9 @@ class ManagedCursor:
             self.read_position = self.ml.next_valid_position(md)
         if md != old_md:
             self.last_mark_delete_advanced_ms = _now_ms()
-            self.ml._cursor_moved(self, old_md)
+            self.ml.cursor_moved(self, old_md)
 
-    def _advance_for_trim(self, horizon: Position) -> None:
+    def advance_for_trim(self, horizon: Position) -> None:
         """Trimming deletes ledgers up to `horizon`: a cursor behind it moves forward."""
         old = self.mark_delete_position
         self._move_mark_delete(horizon)
@@ -466,7 +471,7 @@ class ManagedCursor:
         self._batch.clear()
         self.read_position = target
         if old.ledger_id != self.mark_delete_position.ledger_id:
-            ml._cursor_moved(self, old)
+            ml.cursor_moved(self, old)
         await self._persist(force=True)
 
     async def find_newest_matching(self, predicate: Callable[[Entry], bool], all_entries: bool = False) -> Position | None:
@@ -549,17 +554,17 @@ class ManagedCursor:
         gen = self._state_gen
         rate = self.ml.config.throttle_mark_delete
         if rate > 0 and not force and trio.current_time() - self._last_persist < 1.0 / rate:
-            self.ml._rearm_background()  # stays dirty; the background loop flushes it
+            self.ml.rearm_background()  # stays dirty; the background loop flushes it
             return
         await self._flush(gen)
 
-    async def _flush_if_dirty(self) -> None:
+    async def flush_if_dirty(self) -> None:
         if self.durable and not self.closed and self._state_gen > self._persisted_gen:
             await self._flush(self._state_gen)
 
     async def flush(self) -> None:
         """Persist the current state now (e.g. before a planned shutdown)."""
-        await self._flush_if_dirty()
+        await self.flush_if_dirty()
 
     async def _flush(self, gen: int) -> None:
         async with self._persist_lock:
@@ -621,7 +626,7 @@ class ManagedCursor:
             await self._write_node(lh.ledger_id, fallback)
         except BaseException:
             with trio.CancelScope(shield=True):
-                await ml._delete_ledger_quietly(lh.ledger_id)
+                await ml.delete_ledger_quietly(lh.ledger_id)
             raise
         old = self._cursor_ledger
         self._cursor_ledger = lh
@@ -633,7 +638,7 @@ class ManagedCursor:
             except BKError:
                 pass
         for ledger_id in old_ids - {-1, lh.ledger_id}:
-            await ml._delete_ledger_quietly(ledger_id)
+            await ml.delete_ledger_quietly(ledger_id)
 
     async def _write_node(self, cursors_ledger_id: int, info: PositionInfo) -> None:
         ml = self.ml
@@ -641,7 +646,7 @@ class ManagedCursor:
         try:
             stat = await ml.store.put(self.path, encode_cursor_info(node), self._node_version)
         except BadVersionError as e:
-            ml._set_fenced(f"cursor {self.name} node version conflict")
+            ml.set_fenced(f"cursor {self.name} node version conflict")
             raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
         except NotFoundError as e:
             raise CursorNotFoundError(self.path) from e

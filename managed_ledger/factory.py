@@ -67,7 +67,7 @@ class ManagedLedgerFactory:
                 with trio.CancelScope(shield=True):
                     await ml.close()
                 raise
-            ml._on_close = self._forget
+            ml.on_close = self._forget
             self._ledgers[name] = ml
             return ml
 
@@ -83,7 +83,7 @@ class ManagedLedgerFactory:
         ledger_ids = [li.ledger_id for li in ml.ledgers]
         await ml.close()
         for ledger_id in ledger_ids:
-            await ml._delete_ledger_quietly(ledger_id)
+            await ml.delete_ledger_quietly(ledger_id)
         try:
             await self.store.delete_recursive(ml.path)
         except MetadataError as e:

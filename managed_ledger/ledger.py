@@ -7,6 +7,10 @@ ManagedLedgerFencedError). Adds are pipelined: positions follow the order in whi
 ``add_entry`` calls began, many are in flight at once, and while a rollover creates the
 next ledger the later adds wait (their callers' tasks, bounded by ``max_pending_adds``)
 and are written to the new ledger in order.
+
+The call-order rule of this layer: ``add_entry`` takes its turn (or the fast-path slot)
+before its first checkpoint, and the ledger client takes the entry id before its own, so
+positions follow the order in which ``add_entry`` calls began.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import random
 import time
 from collections import deque
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import trio
 
 from bookie.client.errors import BKError, BKLedgerFencedError, BKNoSuchLedgerError
 from managed_ledger.config import ManagedLedgerConfig
+from managed_ledger.cursor import ManagedCursor
 from managed_ledger.entry_cache import EntryCache
 from managed_ledger.errors import (
     CursorNotFoundError,
@@ -29,6 +34,7 @@ from managed_ledger.errors import (
     ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
+    ManagedLedgerNotFoundError,
     ManagedLedgerTerminatedError,
     ManagedLedgerWriteError,
     MetadataUnavailableError,
@@ -38,11 +44,9 @@ from managed_ledger.ledger_client import LedgerClient, LedgerHandleView
 from managed_ledger.position import Entry, Position
 from managed_ledger.retention import ledgers_to_delete
 from managed_ledger.rollover import current_ledger_is_full, jittered_max_rollover_ms
+from managed_ledger.stats import internal_stats
 from metadata.errors import BadVersionError, MetadataError, NotFoundError
 from metadata.store import MetadataStore
-
-if TYPE_CHECKING:
-    from managed_ledger.cursor import ManagedCursor
 
 log = logging.getLogger("quire.managed_ledger")
 
@@ -129,7 +133,7 @@ class ManagedLedger:
         self._nursery: trio.Nursery | None = None
         self._cancel_scope: trio.CancelScope | None = None
         self._closed_event = trio.Event()
-        self._on_close: Callable[["ManagedLedger"], None] | None = None
+        self.on_close: Callable[["ManagedLedger"], None] | None = None  # the factory forgets it
         self.ledgers_deleted_counter = 0
         self.last_ledger_created_ms = 0
 
@@ -159,7 +163,7 @@ class ManagedLedger:
             deadline = next_periodic
             if self.config.message_ttl_seconds > 0:
                 deadline = min(deadline, next_expiry)
-            if any(c._state_gen > c._persisted_gen for c in self.cursors.values()):
+            if any(c.is_dirty for c in self.cursors.values()):
                 if next_flush is None:
                     next_flush = now + self.config.cursor_position_flush_seconds
                 deadline = min(deadline, next_flush)
@@ -186,7 +190,7 @@ class ManagedLedger:
                 if periodic or (next_flush is not None and now >= next_flush):
                     next_flush = None
                     for cursor in list(self.cursors.values()):
-                        await cursor._flush_if_dirty()
+                        await cursor.flush_if_dirty()
             except ManagedLedgerError as e:
                 if self.state in (State.FENCED, State.CLOSED):
                     return
@@ -206,7 +210,7 @@ class ManagedLedger:
         self._trim_requested = True
         self._wake.set()
 
-    def _rearm_background(self) -> None:
+    def rearm_background(self) -> None:
         """Recompute the background loop's timers (no trim, no flush now)."""
         self._wake.set()
 
@@ -231,8 +235,6 @@ class ManagedLedger:
                 self._version = stat.version
             except NotFoundError:
                 if not create_if_missing:
-                    from managed_ledger.errors import ManagedLedgerNotFoundError
-
                     raise ManagedLedgerNotFoundError(self.name) from None
                 info = ManagedLedgerInfo()
                 stat = await self.store.put(self.path, encode_ml_info(info), -1, make_parents=True)
@@ -274,19 +276,17 @@ class ManagedLedger:
             try:
                 await self._write_ledger_list(self._ledgers + [new_info])
             except ManagedLedgerError:
-                await self._delete_ledger_quietly(lh.ledger_id)
+                await self.delete_ledger_quietly(lh.ledger_id)
                 raise
             self._install_current(lh, new_info)
             if not ledgers:
                 self.last_confirmed_entry = Position(lh.ledger_id, -1)
             self.state = State.LEDGER_OPENED
         for ledger_id in empty:
-            await self._delete_ledger_quietly(ledger_id)
+            await self.delete_ledger_quietly(ledger_id)
         await self._recover_cursors()
 
     async def _recover_cursors(self) -> None:
-        from managed_ledger.cursor import ManagedCursor
-
         try:
             names = await self.store.children(self.path)
         except MetadataError as e:
@@ -331,13 +331,13 @@ class ManagedLedger:
         try:
             stat = await self.store.put(self.path, encode_ml_info(info), self._version)
         except (BadVersionError, NotFoundError) as e:
-            self._set_fenced("z-node version mismatch")
+            self.set_fenced("z-node version mismatch")
             raise ManagedLedgerFencedError(f"{self.name}: ledger list version conflict, another owner took over") from e
         except MetadataError as e:
             raise MetadataUnavailableError(f"{self.name}: {e}") from e
         self._version = stat.version
 
-    def _set_fenced(self, why: str) -> None:
+    def set_fenced(self, why: str) -> None:
         if self.state in (State.FENCED, State.CLOSED):
             return
         log.warning("%s: fenced (%s); the owner must close it", self.name, why)
@@ -416,7 +416,7 @@ class ManagedLedger:
         try:
             entry_id = await lh.add_entry(data)
         except BKLedgerFencedError as e:
-            self._set_fenced(f"ledger fenced at the bookies: {e}")
+            self.set_fenced(f"ledger fenced at the bookies: {e}")
             raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
         except BKError as e:
             self._write_failed(lh, e)
@@ -516,7 +516,7 @@ class ManagedLedger:
             info = self._by_id.get(ledger_id)
             if info is not None and not info.first_entry_ms:
                 info.first_entry_ms = now_ms()
-            self._rearm_background()  # arm the max-rollover-time timer of this ledger
+            self.rearm_background()  # arm the max-rollover-time timer of this ledger
         if (
             # size/count only here (time is the background loop's job)
             (self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes)
@@ -575,7 +575,7 @@ class ManagedLedger:
             if old is not None:
                 await self._wait_drained(old.ledger_id)
             if self.state != State.CREATING_LEDGER:  # fenced or closed meanwhile
-                await self._delete_ledger_quietly(new_lh.ledger_id)
+                await self.delete_ledger_quietly(new_lh.ledger_id)
                 return
             if old is not None and old.ledger_id in self._by_id:
                 self._by_id[old.ledger_id].timestamp_ms = now_ms()
@@ -584,7 +584,7 @@ class ManagedLedger:
                 async with self._metadata_lock:
                     await self._write_ledger_list(self._ledgers + [new_info])
             except ManagedLedgerError as e:
-                await self._delete_ledger_quietly(new_lh.ledger_id)
+                await self.delete_ledger_quietly(new_lh.ledger_id)
                 self._rollover_error = e
                 if self.state == State.CREATING_LEDGER:
                     self.state = State.CLOSED_LEDGER
@@ -607,7 +607,7 @@ class ManagedLedger:
             log.info("%s: closing ledger %d: %s", self.name, old.ledger_id, e)
         self._writes.pop(old.ledger_id, None)
 
-    async def _delete_ledger_quietly(self, ledger_id: int) -> bool:
+    async def delete_ledger_quietly(self, ledger_id: int) -> bool:
         for attempt in range(max(self.config.delete_retries, 1)):
             try:
                 await self.bk.delete_ledger(ledger_id)
@@ -781,8 +781,6 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ cursors
     async def open_cursor(self, name: str, initial_position: str = "latest") -> "ManagedCursor":
-        from managed_ledger.cursor import ManagedCursor
-
         if self.state in (State.CLOSED, State.FENCED):
             raise (ManagedLedgerFencedError if self.state == State.FENCED else ManagedLedgerClosedError)(self.name)
         if initial_position not in ("earliest", "latest"):
@@ -806,8 +804,6 @@ class ManagedLedger:
         """A reader's cursor: never persisted, ignored by trimming, moved forward by it.
 
         `start` None means the latest position; Position(-1, -1) the earliest."""
-        from managed_ledger.cursor import ManagedCursor
-
         if start is None:
             md = self.last_confirmed_entry
         elif start.ledger_id < 0 or (self._ledgers and start < Position(self._ledgers[0].ledger_id, 0)):
@@ -819,7 +815,7 @@ class ManagedLedger:
         cursor = ManagedCursor(self, name or f"reader-{id(self):x}-{len(self._non_durable)}", durable=False)
         if md > self.last_confirmed_entry:
             md = self.last_confirmed_entry
-        cursor._init_position(md)
+        cursor.init_position(md)
         self._non_durable.add(cursor)
         return cursor
 
@@ -827,20 +823,44 @@ class ManagedLedger:
         cursor = self.cursors.pop(name, None)
         if cursor is None:
             raise CursorNotFoundError(f"{self.name}/{name}")
-        await cursor._delete_persistent_state()
+        await cursor.delete_persistent_state()
         self._schedule_trim()
 
     def _all_cursors(self) -> list["ManagedCursor"]:
         return list(self.cursors.values()) + list(self._non_durable)
 
-    def _cursor_moved(self, cursor: "ManagedCursor", old_md: Position) -> None:
+    # Package-level calls the cursors make (not part of the broker's API).
+
+    @property
+    def non_durable_cursors(self) -> set["ManagedCursor"]:
+        return self._non_durable
+
+    def forget_non_durable(self, cursor: "ManagedCursor") -> None:
+        """A non-durable cursor closed."""
+        self._non_durable.discard(cursor)
+
+    def ledger_info(self, ledger_id: int) -> LedgerInfo | None:
+        return self._by_id.get(ledger_id)
+
+    # For internal stats.
+
+    @property
+    def current_ledger_info(self) -> LedgerInfo | None:
+        return self._current_info
+
+    @property
+    def pending_add_entries(self) -> int:
+        """Adds waiting for a turn plus adds in flight on any ledger."""
+        return self._tickets - self._turn + sum(w.inflight for w in self._writes.values())
+
+    def cursor_moved(self, cursor: "ManagedCursor", old_md: Position) -> None:
         """A mark-delete moved: trim if the slowest durable cursor changed ledger, and drop
         cache entries every active cursor has read."""
         if cursor.durable and old_md.ledger_id != cursor.mark_delete_position.ledger_id:
             self._schedule_trim()
-        self._invalidate_cache()
+        self.invalidate_cache()
 
-    def _invalidate_cache(self) -> None:
+    def invalidate_cache(self) -> None:
         cursors = [c for c in self._all_cursors() if not c.closed]
         if cursors:
             self.cache.invalidate_before(min(c.read_position for c in cursors))
@@ -876,7 +896,7 @@ class ManagedLedger:
                 horizon = Position(last.ledger_id, last.entries - 1)
                 for cursor in self._all_cursors():
                     if cursor.mark_delete_position < horizon:
-                        cursor._advance_for_trim(horizon)
+                        cursor.advance_for_trim(horizon)
                 remaining = [li for li in self._ledgers if li.ledger_id not in doomed_ids]
                 await self._write_ledger_list(remaining)
                 self._set_ledgers(remaining)
@@ -888,7 +908,7 @@ class ManagedLedger:
                     except BKError:
                         pass
                 self.cache.invalidate_ledger(li.ledger_id)
-                if await self._delete_ledger_quietly(li.ledger_id):
+                if await self.delete_ledger_quietly(li.ledger_id):
                     self.ledgers_deleted_counter += 1
             log.info("%s: trimmed ledgers %s", self.name, sorted(doomed_ids))
             return sorted(doomed_ids)
@@ -939,7 +959,7 @@ class ManagedLedger:
         self._ledger_ready.set()
         for cursor in self._all_cursors():
             try:
-                await cursor._close(persist=not was_fenced)
+                await cursor.shutdown(persist=not was_fenced)
             except ManagedLedgerError as e:
                 log.warning("%s: closing cursor %s: %s", self.name, cursor.name, e)
         if self._current is not None and not was_fenced:
@@ -954,11 +974,9 @@ class ManagedLedger:
         self.cache.clear()
         self._wake_readers()
         self._closed_event.set()
-        if self._on_close is not None:
-            self._on_close(self)
+        if self.on_close is not None:
+            self.on_close(self)
 
     # ------------------------------------------------------------------ stats
     def internal_stats(self) -> dict[str, Any]:
-        from managed_ledger.stats import internal_stats
-
         return internal_stats(self)

@@ -1,7 +1,9 @@
 """``LedgerHandle``: the writer (and reader) of one ledger.
 
 Write path (BookKeeper's ``LedgerHandle`` + ``PendingAddOp``): entry ids are assigned in call
-order; each entry is packed once (digest header with the current LAC piggybacked) and the same
+order. The call-order rule (the same in every layer): ``add_entry`` takes its id synchronously,
+before its first checkpoint (await), so concurrent callers get ids in the order their calls
+began. Each entry is packed once (digest header with the current LAC piggybacked) and the same
 bytes go to the WQ bookies of its write set; an entry completes once AQ bookies acked it *and*
 every earlier entry completed, which advances the LAC. At most ``throttle`` adds are in flight.
 Per entry the hot path allocates one small record and one frame per bookie: acks are a bit
