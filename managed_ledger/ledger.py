@@ -34,18 +34,19 @@ from managed_ledger.errors import (
     ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
-    ManagedLedgerNotFoundError,
     ManagedLedgerTerminatedError,
     ManagedLedgerWriteError,
     MetadataUnavailableError,
 )
-from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo, decode_ml_info, encode_ml_info
+from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo
 from managed_ledger.ledger_client import LedgerClient, LedgerHandleView
+from managed_ledger.ledger_list import LedgerList
+from managed_ledger.ledger_list_store import LedgerListStore
 from managed_ledger.position import Entry, Position
 from managed_ledger.retention import ledgers_to_delete
 from managed_ledger.rollover import current_ledger_is_full, jittered_max_rollover_ms
 from managed_ledger.stats import internal_stats
-from metadata.errors import BadVersionError, MetadataError, NotFoundError
+from metadata.errors import MetadataError
 from metadata.store import MetadataStore
 
 log = logging.getLogger("quire.managed_ledger")
@@ -91,13 +92,11 @@ class ManagedLedger:
         self.bk = bk
         self.cache = cache
         self.state = State.OPENING
-        self._version = -1
-        self._ledgers: list[LedgerInfo] = []
-        self._by_id: dict[int, LedgerInfo] = {}
+        self._list_store = LedgerListStore(store, self.path, name)  # the list's node, CAS on every change
+        self._list = LedgerList()  # the ledgers and the position arithmetic over them
         self._terminated_position: Position | None = None
         self.properties: dict[str, str] = {}
         self._current: LedgerHandleView | None = None  # writable
-        self._current_info: LedgerInfo | None = None
         self._current_created_ms = 0
         self._reserved_entries = 0  # current ledger: confirmed + in flight
         self._reserved_size = 0
@@ -169,7 +168,7 @@ class ManagedLedger:
                 deadline = min(deadline, next_flush)
             else:
                 next_flush = None
-            if self._current is not None and self._current_info is not None and self._current_info.entries > 0:
+            if self._current is not None and self._list.current is not None and self._list.current.entries > 0:
                 age_left = (self._current_created_ms + self._max_rollover_ms - now_ms()) / 1000
                 deadline = min(deadline, now + max(age_left, 0.01))
             with trio.move_on_at(deadline):
@@ -217,8 +216,8 @@ class ManagedLedger:
     def _maybe_roll_idle_ledger(self) -> None:
         if (
             self.state == State.LEDGER_OPENED
-            and self._current_info is not None
-            and self._current_info.entries > 0
+            and self._list.current is not None
+            and self._list.current.entries > 0
             and self._is_current_full()
             and self._turn == self._tickets  # no add waiting: adds roll on their own
         ):
@@ -228,21 +227,7 @@ class ManagedLedger:
     async def initialize(self, create_if_missing: bool = True) -> None:
         """Open = read the list, recover (fence) the last ledger, drop empty ledgers,
         create a new ledger, CAS the list; then recover the cursors."""
-        try:
-            try:
-                data, stat = await self.store.get(self.path)
-                info = decode_ml_info(data)
-                self._version = stat.version
-            except NotFoundError:
-                if not create_if_missing:
-                    raise ManagedLedgerNotFoundError(self.name) from None
-                info = ManagedLedgerInfo()
-                stat = await self.store.put(self.path, encode_ml_info(info), -1, make_parents=True)
-                self._version = stat.version
-        except BadVersionError as e:
-            raise ManagedLedgerFencedError(f"{self.name}: concurrent open") from e
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.name}: {e}") from e
+        info = await self._list_store.load(create_if_missing)
         self.properties = dict(info.properties)
         ledgers = list(info.ledgers)
         if ledgers:
@@ -266,7 +251,7 @@ class ManagedLedger:
         if info.terminated_position is not None:
             self._terminated_position = Position(*info.terminated_position)
             self.state = State.TERMINATED
-            await self._write_ledger_list(self._ledgers)
+            await self._write_ledger_list(self._list.ledgers)
         else:
             try:
                 lh = await self._create_data_ledger()
@@ -274,7 +259,7 @@ class ManagedLedger:
                 raise ManagedLedgerError(f"{self.name}: cannot create a ledger: {e}") from e
             new_info = LedgerInfo(lh.ledger_id)
             try:
-                await self._write_ledger_list(self._ledgers + [new_info])
+                await self._write_ledger_list(self._list.ledgers + [new_info])
             except ManagedLedgerError:
                 await self.delete_ledger_quietly(lh.ledger_id)
                 raise
@@ -297,14 +282,11 @@ class ManagedLedger:
             self.cursors[cursor_name] = cursor
 
     def _set_ledgers(self, ledgers: list[LedgerInfo]) -> None:
-        self._ledgers = ledgers
-        self._by_id = {li.ledger_id: li for li in ledgers}
+        self._list.set(ledgers)
 
     def _install_current(self, lh: LedgerHandleView, info: LedgerInfo) -> None:
-        self._ledgers.append(info)
-        self._by_id[info.ledger_id] = info
+        self._list.append_current(info)
         self._current = lh
-        self._current_info = info
         self._current_created_ms = now_ms()
         self.last_ledger_created_ms = self._current_created_ms
         self._reserved_entries = 0
@@ -329,13 +311,10 @@ class ManagedLedger:
             properties=self.properties,
         )
         try:
-            stat = await self.store.put(self.path, encode_ml_info(info), self._version)
-        except (BadVersionError, NotFoundError) as e:
+            await self._list_store.write(info)
+        except ManagedLedgerFencedError:
             self.set_fenced("z-node version mismatch")
-            raise ManagedLedgerFencedError(f"{self.name}: ledger list version conflict, another owner took over") from e
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.name}: {e}") from e
-        self._version = stat.version
+            raise
 
     def set_fenced(self, why: str) -> None:
         if self.state in (State.FENCED, State.CLOSED):
@@ -513,7 +492,7 @@ class ManagedLedger:
     def _after_first_or_full(self, ledger_id: int, entry_id: int) -> None:
         """Rare per-add work: arm the max-age timer of a new ledger; roll a full one."""
         if entry_id == 0:
-            info = self._by_id.get(ledger_id)
+            info = self._list.by_id.get(ledger_id)
             if info is not None and not info.first_entry_ms:
                 info.first_entry_ms = now_ms()
             self.rearm_background()  # arm the max-rollover-time timer of this ledger
@@ -577,12 +556,12 @@ class ManagedLedger:
             if self.state != State.CREATING_LEDGER:  # fenced or closed meanwhile
                 await self.delete_ledger_quietly(new_lh.ledger_id)
                 return
-            if old is not None and old.ledger_id in self._by_id:
-                self._by_id[old.ledger_id].timestamp_ms = now_ms()
+            if old is not None and old.ledger_id in self._list.by_id:
+                self._list.by_id[old.ledger_id].timestamp_ms = now_ms()
             new_info = LedgerInfo(new_lh.ledger_id)
             try:
                 async with self._metadata_lock:
-                    await self._write_ledger_list(self._ledgers + [new_info])
+                    await self._write_ledger_list(self._list.ledgers + [new_info])
             except ManagedLedgerError as e:
                 await self.delete_ledger_quietly(new_lh.ledger_id)
                 self._rollover_error = e
@@ -622,7 +601,7 @@ class ManagedLedger:
     async def rollover(self) -> None:
         """Force a rollover now (admin / tests); returns when the new ledger is in use."""
         self._check_writable()
-        if self.state == State.LEDGER_OPENED and self._current_info and self._current_info.entries > 0:
+        if self.state == State.LEDGER_OPENED and self._list.current and self._list.current.entries > 0:
             self._start_rollover()
         if self.state == State.CREATING_LEDGER:
             await self._ledger_ready.wait()
@@ -630,19 +609,19 @@ class ManagedLedger:
     # ------------------------------------------------------------------ geometry
     @property
     def ledgers(self) -> list[LedgerInfo]:
-        return list(self._ledgers)
+        return list(self._list.ledgers)
 
     @property
     def current_ledger_id(self) -> int:
-        return self._current_info.ledger_id if self._current_info else (self._ledgers[-1].ledger_id if self._ledgers else -1)
+        return self._list.current_ledger_id
 
     @property
     def number_of_entries(self) -> int:
-        return sum(li.entries for li in self._ledgers)
+        return self._list.number_of_entries
 
     @property
     def total_size(self) -> int:
-        return sum(li.size for li in self._ledgers)
+        return self._list.total_size
 
     @property
     def is_terminated(self) -> bool:
@@ -652,78 +631,28 @@ class ManagedLedger:
     def is_fenced(self) -> bool:
         return self.state == State.FENCED
 
+    # Position arithmetic lives in ledger_list.LedgerList (pure); these delegate to it.
     def first_position(self) -> Position:
         """The position just before the first stored entry (an 'earliest' mark-delete)."""
-        for li in self._ledgers:
-            if li.entries > 0 or li is self._current_info:
-                return Position(li.ledger_id, -1)
-        return Position(self.current_ledger_id, -1)
+        return self._list.first_position()
 
     def next_valid_position(self, pos: Position) -> Position:
-        """The first position after `pos` that may hold an entry (skipping ledger ends,
-        trimmed and empty ledgers); beyond the last entry it is the next one to be written."""
-        ledger_id, entry_id = pos.ledger_id, pos.entry_id + 1
-        return self.normalize(Position(ledger_id, entry_id))
+        return self._list.next_valid_position(pos)
 
     def normalize(self, pos: Position) -> Position:
-        """Move a read position past ledger ends and missing ledgers."""
-        li = self._by_id.get(pos.ledger_id)
-        if li is not None and (li is self._current_info or pos.entry_id < li.entries):
-            return pos
-        for nxt in self._ledgers:
-            if nxt.ledger_id > pos.ledger_id and (nxt.entries > 0 or nxt is self._current_info):
-                return Position(nxt.ledger_id, 0)
-        return pos
+        return self._list.normalize(pos)
 
     def previous_position(self, pos: Position) -> Position:
-        """The last entry before `pos` (or (first ledger, -1))."""
-        if pos.entry_id > 0 and pos.ledger_id in self._by_id:
-            return Position(pos.ledger_id, pos.entry_id - 1)
-        prev = None
-        for li in self._ledgers:
-            if li.ledger_id >= pos.ledger_id:
-                break
-            if li.entries > 0:
-                prev = li
-        if prev is not None:
-            return Position(prev.ledger_id, prev.entries - 1)
-        if pos.ledger_id in self._by_id:
-            return Position(pos.ledger_id, pos.entry_id - 1)
-        return self.first_position()
+        return self._list.previous_position(pos)
 
     def count_entries_between(self, after: Position, upto: Position) -> int:
-        """Entries in (after, upto]."""
-        total = 0
-        for li in self._ledgers:
-            if li.ledger_id < after.ledger_id:
-                continue
-            if li.ledger_id > upto.ledger_id:
-                break
-            lo = after.entry_id + 1 if li.ledger_id == after.ledger_id else 0
-            hi = li.entries - 1
-            if li.ledger_id == upto.ledger_id:
-                hi = min(hi, upto.entry_id)
-            if hi >= lo:
-                total += hi - lo + 1
-        return total
+        return self._list.count_entries_between(after, upto)
 
     def position_at_offset(self, after: Position, offset: int) -> Position | None:
-        """The `offset`-th entry (0-based) after `after`, or None past the end."""
-        for li in self._ledgers:
-            if li.ledger_id < after.ledger_id:
-                continue
-            lo = after.entry_id + 1 if li.ledger_id == after.ledger_id else 0
-            n = li.entries - lo
-            if n <= 0:
-                continue
-            if offset < n:
-                return Position(li.ledger_id, lo + offset)
-            offset -= n
-        return None
+        return self._list.position_at_offset(after, offset)
 
     def has_position(self, pos: Position) -> bool:
-        li = self._by_id.get(pos.ledger_id)
-        return li is not None and 0 <= pos.entry_id < li.entries
+        return self._list.has_position(pos)
 
     # ------------------------------------------------------------------ reads
     async def _read_handle(self, ledger_id: int) -> LedgerHandleView:
@@ -746,7 +675,7 @@ class ManagedLedger:
         try:
             lh = await self._read_handle(ledger_id)
             step = max(self.config.read_batch_size, 1)
-            info = self._by_id.get(ledger_id)
+            info = self._list.by_id.get(ledger_id)
             confirmed = info.entries if info is not None else 0
             while start <= last:
                 end = min(last, start + step - 1)
@@ -806,7 +735,7 @@ class ManagedLedger:
         `start` None means the latest position; Position(-1, -1) the earliest."""
         if start is None:
             md = self.last_confirmed_entry
-        elif start.ledger_id < 0 or (self._ledgers and start < Position(self._ledgers[0].ledger_id, 0)):
+        elif start.ledger_id < 0 or (self._list.ledgers and start < Position(self._list.ledgers[0].ledger_id, 0)):
             md = self.first_position()
         elif inclusive:
             md = self.previous_position(start)
@@ -840,13 +769,13 @@ class ManagedLedger:
         self._non_durable.discard(cursor)
 
     def ledger_info(self, ledger_id: int) -> LedgerInfo | None:
-        return self._by_id.get(ledger_id)
+        return self._list.by_id.get(ledger_id)
 
     # For internal stats.
 
     @property
     def current_ledger_info(self) -> LedgerInfo | None:
-        return self._current_info
+        return self._list.current
 
     @property
     def pending_add_entries(self) -> int:
@@ -878,7 +807,7 @@ class ManagedLedger:
             slowest = self._slowest_durable_mark_delete()
             current_id = self.current_ledger_id
             doomed = ledgers_to_delete(
-                self._ledgers,
+                self._list.ledgers,
                 current_ledger_id=current_id,
                 slowest_mark_delete=slowest.as_tuple() if slowest else None,
                 retention_time_ms=self.config.retention_time_ms,
@@ -897,7 +826,7 @@ class ManagedLedger:
                 for cursor in self._all_cursors():
                     if cursor.mark_delete_position < horizon:
                         cursor.advance_for_trim(horizon)
-                remaining = [li for li in self._ledgers if li.ledger_id not in doomed_ids]
+                remaining = [li for li in self._list.ledgers if li.ledger_id not in doomed_ids]
                 await self._write_ledger_list(remaining)
                 self._set_ledgers(remaining)
             for li in doomed:
@@ -936,7 +865,7 @@ class ManagedLedger:
             await self._wait_drained(self._current.ledger_id)
         self._terminated_position = self.last_confirmed_entry
         async with self._metadata_lock:
-            await self._write_ledger_list(self._ledgers)
+            await self._write_ledger_list(self._list.ledgers)
         if self._current is not None:
             lh, self._current = self._current, None
             await self._close_old_ledger(lh)
