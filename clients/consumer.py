@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from . import errors
+from .ack_grouping import AckGroupingTracker
+from .chunk_assembler import ChunkAssembler
 from .connection_handler import ConnectionHandler
 from .message import Message
 from .message_id import MessageId
@@ -188,9 +190,7 @@ class Consumer(ConsumerBase):
             self._start_filter = (start, config.start_message_id_inclusive)
         self._last_dequeued: MessageId | None = None
         # Acks waiting for the group timer.
-        self._pending_acks: dict[Key, Any] = {}
-        self._pending_cumulative: Key | None = None
-        self._acks_queued = trio.Event()
+        self._acks = AckGroupingTracker(self._consumer_id, config.ack_group_time_ms, lambda: self._cnx)
         # Batches delivered but not fully acked: (ledger, entry) -> batch indexes still unacked.
         self._batch_unacked: dict[Key, set[int]] = {}
         self._batch_sizes: dict[Key, int] = {}
@@ -200,8 +200,7 @@ class Consumer(ConsumerBase):
         # Dead-letter candidates: entries delivered with redelivery_count >= max_redeliver_count.
         self._dlq_candidates: dict[Key, list[Message]] = {}
         self._dlq_producer: Any = None
-        # Chunked messages being assembled: uuid -> (parts, chunk ids).
-        self._chunks: dict[str, tuple[list[bytes], list[Key]]] = {}
+        self._chunks = ChunkAssembler(config.max_pending_chunked_message)
         self.end_of_topic = False
         self.is_active: bool | None = None
 
@@ -238,7 +237,7 @@ class Consumer(ConsumerBase):
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._handler.run)
-                    nursery.start_soon(self._ack_timer)
+                    nursery.start_soon(self._acks.run)
                     nursery.start_soon(self._redelivery_timer)
             except* Exception as group:  # a bug here must fail this consumer, not the whole client
                 log.error("consumer on %s failed", self._topic, exc_info=group)
@@ -322,7 +321,7 @@ class Consumer(ConsumerBase):
         self._cnx = cnx
         self._permits = 0
         cnx.send(cmds.flow(self._consumer_id, self._queue_size))
-        self._flush_acks()
+        self._acks.flush()
         self._connected.set()
         if cnx.is_closed:
             self._on_disconnected(cnx)
@@ -348,7 +347,7 @@ class Consumer(ConsumerBase):
         if self._closed:
             return
         self._closed = True
-        self._flush_acks()
+        self._acks.flush()
         cnx, self._cnx = self._cnx, None
         if cnx is not None and not cnx.is_closed:
             cnx.unregister_consumer(self._consumer_id, self)
@@ -522,25 +521,13 @@ class Consumer(ConsumerBase):
             self._queue.put(m)
 
     def _on_chunk(self, cmd: Any, meta: Any, payload: memoryview, ledger: int, entry: int, partition: int) -> None:
-        uuid, cid, total = meta.uuid, meta.chunk_id, meta.num_chunks_from_msg
-        parts = self._chunks.get(uuid)
-        if cid == 0:
-            if parts is None and len(self._chunks) >= max(1, self._config.max_pending_chunked_message):
-                # Too many incomplete chunked messages: drop the oldest (it is redelivered later).
-                oldest = next(iter(self._chunks))
-                del self._chunks[oldest]
-            parts = self._chunks[uuid] = ([], [])
-        if parts is None or len(parts[0]) != cid:
-            self._credit(1)  # a chunk out of sequence (e.g. after redelivery of a partial message)
-            self._chunks.pop(uuid, None)
+        done = self._chunks.add(meta.uuid, meta.chunk_id, meta.num_chunks_from_msg, payload, (ledger, entry))
+        if done is None:
+            # an intermediate chunk is consumed now (the last one is counted on dequeue), and so
+            # is one out of sequence (e.g. after a redelivery of a partial message)
+            self._credit(1)
             return
-        parts[0].append(bytes(payload))
-        parts[1].append((ledger, entry))
-        if cid < total - 1:
-            self._credit(1)  # intermediate chunks are consumed now; the last is counted on dequeue
-            return
-        del self._chunks[uuid]
-        whole = b"".join(parts[0])
+        whole, chunk_ids = done
         if meta.compression:
             try:
                 whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
@@ -548,7 +535,7 @@ class Consumer(ConsumerBase):
                 self._credit(1)
                 return
         mid = MessageId(partition, ledger, entry, -1)
-        mid.chunk_ids = tuple(parts[1])
+        mid.chunk_ids = chunk_ids
         mid.topic = self._topic
         if self._start_filter is not None and self._is_prior(ledger, entry, -1):
             self._credit(1)
@@ -588,9 +575,7 @@ class Consumer(ConsumerBase):
             pending.discard(mid._batch)
             if pending:
                 if self._config.batch_index_ack_enabled:
-                    ack_set = batch_codec.ack_set_of(pending, self._batch_sizes.get(key, mid.batch_size))
-                    self._pending_acks[key] = cmds.message_id(key[0], key[1], ack_set=ack_set)
-                    self._maybe_flush()
+                    self._acks.add(key, batch_codec.ack_set_of(pending, self._batch_sizes.get(key, mid.batch_size)))
                 return
             del self._batch_unacked[key]
             self._batch_sizes.pop(key, None)
@@ -605,13 +590,7 @@ class Consumer(ConsumerBase):
         self._queue_ack(key)
 
     def _queue_ack(self, key: Key) -> None:
-        self._pending_acks[key] = cmds.message_id(key[0], key[1])
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        self._acks_queued.set()
-        if len(self._pending_acks) >= 1000 or self._config.ack_group_time_ms <= 0:
-            self._flush_acks()
+        self._acks.add(key)
 
     def _ack_cumulative(self, mid: MessageId) -> None:
         self._check_open()
@@ -624,38 +603,7 @@ class Consumer(ConsumerBase):
             del self._unacked[k]
         for k in [k for k in self._batch_unacked if k < key]:
             del self._batch_unacked[k]
-        if target[1] >= 0 and (self._pending_cumulative is None or target > self._pending_cumulative):
-            self._pending_cumulative = target
-            self._acks_queued.set()
-        if self._config.ack_group_time_ms <= 0:
-            self._flush_acks()
-
-    def _flush_acks(self) -> None:
-        cnx = self._cnx
-        if cnx is None or cnx.is_closed:
-            return
-        try:
-            if self._pending_cumulative is not None:
-                ledger, entry = self._pending_cumulative
-                cnx.send(cmds.ack(self._consumer_id, [cmds.message_id(ledger, entry)], cumulative=True))
-                self._pending_cumulative = None
-            if self._pending_acks:
-                ids = list(self._pending_acks.values())
-                self._pending_acks.clear()
-                cnx.send(cmds.ack(self._consumer_id, ids))
-        except errors.NotConnected:
-            pass
-
-    async def _ack_timer(self) -> None:
-        """Send grouped acks ``ack_group_time_ms`` after the first one queued; idle otherwise."""
-        interval = max(0.01, self._config.ack_group_time_ms / 1000)
-        while True:
-            await self._acks_queued.wait()
-            self._acks_queued = trio.Event()
-            await trio.sleep(interval)
-            self._flush_acks()
-            if self._pending_acks or self._pending_cumulative is not None:
-                self._acks_queued.set()  # not connected: try again later
+        self._acks.add_cumulative(target)
 
     # -- redelivery ----------------------------------------------------------------------------
 
@@ -755,8 +703,7 @@ class Consumer(ConsumerBase):
             mid = MessageId.coerce(target)
             command = cmds.seek(self._consumer_id, rid, message_id_=mid.to_proto(with_batch=False))
             new_filter = None if mid.is_earliest() or mid.is_latest() else (mid, True)
-        self._pending_acks.clear()
-        self._pending_cumulative = None
+        self._acks.forget()
         if not self._config.durable:
             # A reader re-subscribes from its start id: make that the seek target now, in case the
             # broker's CLOSE_CONSUMER makes us re-subscribe before the seek reply arrives.
