@@ -27,6 +27,7 @@ from .connection_handler import ConnectionHandler
 from .message import Message
 from .message_id import MessageId
 from .message_queue import MessageQueue
+from .redelivery_tracker import RedeliveryTracker
 from .options import (
     BatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -194,9 +195,8 @@ class Consumer(ConsumerBase):
         # Batches delivered but not fully acked: (ledger, entry) -> batch indexes still unacked.
         self._batch_unacked: dict[Key, set[int]] = {}
         self._batch_sizes: dict[Key, int] = {}
-        # Ack timeout tracker, nack tracker: (ledger, entry) -> deadline (trio clock).
-        self._unacked: dict[Key, float] = {}
-        self._nacked: dict[Key, float] = {}
+        # Nack and ack-timeout deadlines.
+        self._redelivery = RedeliveryTracker(config.negative_ack_redelivery_delay_ms, config.unacked_messages_timeout_ms)
         # Dead-letter candidates: entries delivered with redelivery_count >= max_redeliver_count.
         self._dlq_candidates: dict[Key, list[Message]] = {}
         self._dlq_producer: Any = None
@@ -403,7 +403,7 @@ class Consumer(ConsumerBase):
         self._last_dequeued = mid
         if self._config.unacked_messages_timeout_ms:
             key = (mid._ledger, mid._entry)
-            self._unacked.setdefault(key, trio.current_time() + self._config.unacked_messages_timeout_ms / 1000)
+            self._redelivery.delivered(key, trio.current_time())
 
     def _discard(self, cnx: "ClientConnection", mid: Any, error: int, count: int) -> None:
         log.warning("%s: discarding entry %s (validation error %s)", self._topic, cmds.message_id_tuple(mid), error)
@@ -567,8 +567,7 @@ class Consumer(ConsumerBase):
         if mid.chunk_ids:
             for k in mid.chunk_ids:
                 self._queue_ack(k)
-            self._unacked.pop(key, None)
-            self._nacked.pop(key, None)
+            self._redelivery.acked(key)
             return
         pending = self._batch_unacked.get(key)
         if pending is not None and mid._batch >= 0:
@@ -581,10 +580,7 @@ class Consumer(ConsumerBase):
             self._batch_sizes.pop(key, None)
         # Only now is the whole entry acknowledged: a nack of another message of the same
         # batch must survive acks of its siblings.
-        if self._nacked:
-            self._nacked.pop(key, None)
-        if self._unacked:
-            self._unacked.pop(key, None)
+        self._redelivery.acked(key)
         if self._dlq_candidates:
             self._dlq_candidates.pop(key, None)
         self._queue_ack(key)
@@ -599,8 +595,7 @@ class Consumer(ConsumerBase):
             target = (key[0], key[1] - 1)  # inside a batch: everything before this entry
         else:
             target = key
-        for k in [k for k in self._unacked if k <= key]:
-            del self._unacked[k]
+        self._redelivery.acked_up_to(key)
         for k in [k for k in self._batch_unacked if k < key]:
             del self._batch_unacked[k]
         self._acks.add_cumulative(target)
@@ -610,24 +605,15 @@ class Consumer(ConsumerBase):
     def _nack(self, mid: MessageId) -> None:
         self._check_open()
         key = (mid.ledger_id(), mid.entry_id())
-        self._unacked.pop(key, None)
-        self._nacked[key] = trio.current_time() + self._config.negative_ack_redelivery_delay_ms / 1000
+        self._redelivery.nacked(key, trio.current_time())
 
     async def _redelivery_timer(self) -> None:
-        delays = [self._config.negative_ack_redelivery_delay_ms]
-        if self._config.unacked_messages_timeout_ms:
-            delays.append(self._config.unacked_messages_timeout_ms)
-        tick = min(1.0, max(0.01, min(delays) / 3000))
+        tick = self._redelivery.tick_s
         while True:
             await trio.sleep(tick)
-            now = trio.current_time()
-            due = [k for k, t in self._nacked.items() if t <= now]
-            due += [k for k, t in self._unacked.items() if t <= now]
+            due = self._redelivery.pop_due(trio.current_time())
             if due:
-                for k in due:
-                    self._nacked.pop(k, None)
-                    self._unacked.pop(k, None)
-                await self._redeliver(sorted(set(due)))
+                await self._redeliver(due)
 
     async def _redeliver(self, keys: list[Key]) -> None:
         dlq = self._config.dead_letter_policy
@@ -662,7 +648,7 @@ class Consumer(ConsumerBase):
         self._epoch += 1
         cleared = self._clear_queue()
         self._batch_unacked.clear()
-        self._unacked.clear()
+        self._redelivery.forget_unacked()
         cnx.send(cmds.redeliver_unacknowledged(self._consumer_id, consumer_epoch=self._epoch))
         if cleared:
             self._credit(cleared)
@@ -712,7 +698,7 @@ class Consumer(ConsumerBase):
         subscriptions_before = self._subscriptions
         await cnx.request(command, rid)
         self._start_filter = new_filter
-        self._nacked.clear()
+        self._redelivery.forget_nacked()
         if self._subscriptions != subscriptions_before:
             # The broker closed us for the seek and we already re-subscribed (which dropped the
             # stale queue): what is queued now comes from the new position, keep it.
@@ -720,7 +706,7 @@ class Consumer(ConsumerBase):
         # Messages queued before the seek are stale; the broker restarts delivery at the target.
         cleared = self._clear_queue()
         self._batch_unacked.clear()
-        self._unacked.clear()
+        self._redelivery.forget_unacked()
         self._last_dequeued = None
         if self._cnx is cnx and not cnx.is_closed:
             self._credit(cleared)
