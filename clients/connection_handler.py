@@ -18,7 +18,7 @@ import trio
 from . import errors
 from .lookup import Backoff
 
-log = logging.getLogger("quire.client")
+log = logging.getLogger(__name__)
 
 
 class Reconnectable(Protocol):

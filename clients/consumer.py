@@ -355,8 +355,8 @@ class Consumer(ConsumerBase):
             with trio.move_on_after(5):
                 try:
                     await cnx.request(cmds.close_consumer(self._consumer_id, rid), rid)
-                except errors.PulsarException:
-                    pass
+                except errors.PulsarException as e:  # closed locally all the same
+                    log.debug("%s: CLOSE_CONSUMER failed: %s", self.describe(), e)
         if self._dlq_producer is not None:
             await self._dlq_producer.close()
         self._scope.cancel()

@@ -340,8 +340,8 @@ class Producer:
                 with trio.move_on_after(5):
                     try:
                         await cnx.request(cmds.close_producer(self._producer_id, rid), rid)
-                    except errors.PulsarException:
-                        pass
+                    except errors.PulsarException as e:  # closed locally all the same
+                        log.debug("%s: CLOSE_PRODUCER failed: %s", self.describe(), e)
             self._scope.cancel()
             self._ctx.forget(self)
 

@@ -33,7 +33,7 @@ from managed_ledger.range_set import RangeSet
 if TYPE_CHECKING:
     from managed_ledger.ledger import ManagedLedger
 
-log = logging.getLogger("quire.managed_ledger.cursor")
+log = logging.getLogger(__name__)
 
 # process-wide count of persists that had to drop ranges (per cursor: stats()["rangesDroppedOnPersist"],
 # shown in the internal stats); for a metrics exporter to read

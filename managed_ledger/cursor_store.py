@@ -35,13 +35,13 @@ from managed_ledger.formats import (
     encode_cursor_info,
     encode_position_info,
 )
-from managed_ledger.ledger_client import LedgerHandleView
+from managed_ledger.ledger_client import LedgerHandleView, close_quietly
 from metadata.errors import AlreadyExistsError, BadVersionError, MetadataError, NotFoundError
 
 if TYPE_CHECKING:
     from managed_ledger.ledger import ManagedLedger
 
-log = logging.getLogger("quire.managed_ledger.cursor")
+log = logging.getLogger(__name__)
 
 
 def now_ms() -> int:
@@ -123,10 +123,7 @@ class CursorStore:
                 entries = await lh.read(lac, lac)
                 return decode_position_info(bytes(entries[0].data))
             finally:
-                try:
-                    await lh.close()
-                except BKError:
-                    pass
+                await close_quietly(lh, log, self.path)
         except (BKNoSuchLedgerError, BKNoSuchEntryError, BKDigestMismatchError, FormatError) as e:
             log.warning("%s: cursor ledger %d: %s", self.path, ledger_id, e)
             return None
@@ -189,7 +186,7 @@ class CursorStore:
         self.ledger_entries = 1
         self._ledger_created = trio.current_time()
         if old is not None:
-            await _close_quietly(old)
+            await close_quietly(old, log, self.path)
         for ledger_id in old_ids - {-1, lh.ledger_id}:
             await ml.delete_ledger_quietly(ledger_id)
 
@@ -213,13 +210,13 @@ class CursorStore:
         await self.write_node(-1, info)
         old, self.ledger = self.ledger, None
         if old is not None:
-            await _close_quietly(old)
+            await close_quietly(old, log, self.path)
             await self.ml.delete_ledger_quietly(old.ledger_id)
 
     async def close_ledger(self) -> None:
         old, self.ledger = self.ledger, None
         if old is not None:
-            await _close_quietly(old)
+            await close_quietly(old, log, self.path)
 
     async def delete(self, expected_version: int | None) -> None:
         """Remove the node and every cursor ledger it or this store knew."""
@@ -239,9 +236,3 @@ class CursorStore:
         for ledger_id in ledgers - {-1}:
             await self.ml.delete_ledger_quietly(ledger_id)
 
-
-async def _close_quietly(lh: LedgerHandleView) -> None:
-    try:
-        await lh.close()
-    except BKError as e:
-        log.debug("closing cursor ledger %d: %s", lh.ledger_id, e)

@@ -19,7 +19,7 @@ from managed_ledger.ledger_client import LedgerClient
 from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
 
-log = logging.getLogger("quire.managed_ledger")
+log = logging.getLogger(__name__)
 
 
 class ManagedLedgerFactory:

@@ -39,7 +39,7 @@ from managed_ledger.errors import (
     MetadataUnavailableError,
 )
 from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo
-from managed_ledger.ledger_client import LedgerClient, LedgerHandleView
+from managed_ledger.ledger_client import LedgerClient, LedgerHandleView, close_quietly
 from managed_ledger.ledger_list import LedgerList
 from managed_ledger.ledger_list_store import LedgerListStore
 from managed_ledger.position import Entry, Position
@@ -49,7 +49,7 @@ from managed_ledger.stats import internal_stats
 from metadata.errors import MetadataError
 from metadata.store import MetadataStore
 
-log = logging.getLogger("quire.managed_ledger")
+log = logging.getLogger(__name__)
 
 ML_ROOT = "/managed-ledgers"
 _new_tuple = tuple.__new__
@@ -832,10 +832,7 @@ class ManagedLedger:
             for li in doomed:
                 lh = self._read_handles.pop(li.ledger_id, None)
                 if lh is not None:
-                    try:
-                        await lh.close()
-                    except BKError:
-                        pass
+                    await close_quietly(lh, log, self.name)
                 self.cache.invalidate_ledger(li.ledger_id)
                 if await self.delete_ledger_quietly(li.ledger_id):
                     self.ledgers_deleted_counter += 1
@@ -894,10 +891,7 @@ class ManagedLedger:
         if self._current is not None and not was_fenced:
             await self._close_old_ledger(self._current)
         for lh in self._read_handles.values():
-            try:
-                await lh.close()
-            except BKError:
-                pass
+            await close_quietly(lh, log, self.name)
         self._read_handles.clear()
         self._current = None
         self.cache.clear()

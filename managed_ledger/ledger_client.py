@@ -8,7 +8,10 @@ bookies, ensembles or sockets: only ledgers, entry ids and bytes.
 
 from __future__ import annotations
 
+import logging
 from typing import Protocol, Sequence
+
+from bookie.client.errors import BKError
 
 
 class LedgerEntryView(Protocol):
@@ -65,3 +68,12 @@ class LedgerClient(Protocol):
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the ledger's metadata (the bookies' GC frees the data)."""
+
+
+async def close_quietly(lh: LedgerHandleView, log: logging.Logger, what: str) -> None:
+    """Close a handle whose close failing changes nothing for the caller (a reader, a ledger
+    being deleted or left behind); the failure is logged at debug level, never swallowed silently."""
+    try:
+        await lh.close()
+    except BKError as e:
+        log.debug("%s: closing ledger %d: %s", what, lh.ledger_id, e)

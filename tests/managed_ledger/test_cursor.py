@@ -176,7 +176,7 @@ async def test_too_many_ranges_truncated_logged_and_counted(meta, bookies, confi
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
         ps = await fill(ml, 40)
-        with caplog.at_level(logging.WARNING, logger="quire.managed_ledger.cursor"):
+        with caplog.at_level(logging.WARNING, logger="managed_ledger"):
             await c.delete(ps[1:40:2])  # 20 holes
         assert len(c.individually_deleted_ranges) == 20
         assert c.ranges_dropped_count >= 1 and "persisting only the first 5" in caplog.text
