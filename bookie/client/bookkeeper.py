@@ -10,13 +10,13 @@ from ``/ledgers/available`` (children other than ``readonly``) at each placement
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import trio
 
 from bookie.client.bookie_connection import BookieConnection
 from bookie.client.client_context import AVAILABLE_PATH, ClientContext
-from bookie.client.local_bookie import LocalBookieConnection
+from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from bookie.client.config import ClientConfig
 from bookie.client.errors import BKError, BKNotEnoughBookiesError, BKUnauthorizedAccessError
 from bookie.client.ledger_handle import LedgerHandle
@@ -34,12 +34,15 @@ class BookKeeper:
     """Use as ``async with BookKeeper(store, config) as bk:``."""
 
     def __init__(self, store: MetadataStore, config: ClientConfig | None = None, *,
-                 placement: EnsemblePlacementPolicy | None = None) -> None:
+                 placement: EnsemblePlacementPolicy | None = None,
+                 local_bookies: Mapping[str, RequestHandler] | None = None) -> None:
+        """``local_bookies``: bookies running in this process (``quire standalone``), reached
+        through their request processors instead of a socket."""
         self.store = store
         self.config = config or ClientConfig()
         self.placement = placement or load_policy(self.config.ensemble_placement_policy)
         # What handles and ops get instead of this facade.
-        self.ctx = ClientContext(store, self.config, self.placement)
+        self.ctx = ClientContext(store, self.config, self.placement, local_bookies)
         self.ledger_manager = self.ctx.ledger_manager
         self._nursery_cm: Any = None
 

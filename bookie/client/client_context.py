@@ -10,7 +10,7 @@ every ``LedgerHandle``, ``LedgerRecoveryOp`` and read op, which therefore never 
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import trio
 
@@ -18,7 +18,7 @@ from bookie.client.bookie_connection import BookieConnection, BookieConnectionPo
 from bookie.client.config import ClientConfig
 from bookie.client.errors import BKClientClosedError, BKError
 from bookie.client.ledger_manager import LedgerManager
-from bookie.client.local_bookie import LocalBookieConnection
+from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from bookie.client.placement import EnsemblePlacementPolicy
 from bookie.protocol import Request
 from metadata.errors import MetadataError, NotFoundError
@@ -29,8 +29,10 @@ READONLY_NODE = "readonly"
 
 
 class ClientContext:
-    def __init__(self, store: MetadataStore, config: ClientConfig, placement: EnsemblePlacementPolicy) -> None:
+    def __init__(self, store: MetadataStore, config: ClientConfig, placement: EnsemblePlacementPolicy,
+                 local_bookies: Mapping[str, RequestHandler] | None = None) -> None:
         self.store = store
+        self.local_bookies = dict(local_bookies or {})  # reached in process (standalone)
         self.config = config
         self.placement = placement
         self.ledger_manager = LedgerManager(store, config.metadata_update_max_retries)
@@ -41,7 +43,7 @@ class ClientContext:
     def open(self, nursery: trio.Nursery) -> None:
         """Start serving: connections and background work run in ``nursery``."""
         self._nursery = nursery
-        self._pool = BookieConnectionPool(nursery, self.config, self.note_bookie_failure)
+        self._pool = BookieConnectionPool(nursery, self.config, self.note_bookie_failure, self.local_bookies)
 
     def close(self) -> None:
         """From here on ``closed``: failing requests no longer start ensemble changes."""
