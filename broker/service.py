@@ -176,6 +176,10 @@ class BrokerService:
                     await self.expire_messages(topic)
                 except (BrokerError, ManagedLedgerError, MetadataError) as exc:
                     log.warning("message expiry on %s failed: %r", topic.name, exc)
+                except Exception:
+                    # e.g. an entry stored before SENDs were validated: this topic is skipped,
+                    # the others and the broker go on.
+                    log.exception("message expiry on %s failed unexpectedly", topic.name)
 
     async def expire_messages(self, topic: PersistentTopic) -> None:
         ttl = topic.policies.get("message_ttl_in_seconds")
