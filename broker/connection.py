@@ -51,7 +51,8 @@ _JOIN_BELOW = 64 * 1024  # outgoing frames at least this large are sent without 
 _RECENTLY_CLOSED = 1000  # producer ids remembered after a close (their late SENDs are dropped)
 # Errors a command may end with that are answered with their code, not logged as bugs.
 EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError)
-_CONNECTION_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)  # the socket is gone
+_CONNECTION_ERRORS = (*_STREAM_ERRORS, OSError)
 
 
 def server_error_code(exc: BaseException) -> int:
@@ -194,7 +195,7 @@ class ServerConnection:
             for frame in decoded:
                 try:
                     keep = await self._handle(frame)
-                except _CONNECTION_ERRORS:
+                except _STREAM_ERRORS:
                     raise
                 except Exception as exc:
                     keep = self._command_failed(frame.command, exc)
@@ -319,7 +320,7 @@ class ServerConnection:
     async def _guarded(self, fn: Callable[[Any], Awaitable[None]], command: pb.BaseCommand, arg: Any) -> None:
         try:
             await fn(arg)
-        except _CONNECTION_ERRORS:
+        except _STREAM_ERRORS:
             raise
         except Exception as exc:
             if not self._command_failed(command, exc) and self._nursery is not None:
