@@ -71,6 +71,16 @@ def _position(mid: pb.MessageIdData) -> Position:
     return Position(C.signed64(mid.ledgerId), C.signed64(mid.entryId))
 
 
+def _seek_position(mid: pb.MessageIdData) -> Position:
+    """A start/seek id: below the first ledger = earliest, at or past INT64_MAX = latest."""
+    pos = _position(mid)
+    if pos.ledger_id < 0:
+        return EARLIEST
+    if pos.ledger_id >= LATEST.ledger_id:
+        return LATEST
+    return pos
+
+
 def request_id_of(command: pb.BaseCommand) -> int | None:
     """The request id a command carries (None for SEND, FLOW, an ACK without one, ...)."""
     try:
@@ -524,7 +534,7 @@ class ServerConnection:
         producer = self.producers.pop(c.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
-            self._producer_closed(c.producer_id)
+        self._producer_closed(c.producer_id)
         self.write(C.success(c.request_id))
 
     def _producer_closed(self, producer_id: int) -> None:
@@ -551,13 +561,7 @@ class ServerConnection:
             if c.HasField("schema") and c.schema.type != 0:
                 await self.service.schemas.get_or_create(
                     name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
-            start = None
-            if c.HasField("start_message_id"):
-                start = _position(c.start_message_id)
-                if start.ledger_id < 0:
-                    start = EARLIEST
-                elif start.ledger_id >= LATEST.ledger_id:
-                    start = LATEST
+            start = _seek_position(c.start_message_id) if c.HasField("start_message_id") else None
             ranges = None
             mode = 0
             if c.HasField("keySharedMeta"):
@@ -654,12 +658,7 @@ class ServerConnection:
         consumer = self._consumer(c.consumer_id)
         sub = consumer.subscription
         if c.HasField("message_id"):
-            pos = _position(c.message_id)
-            if pos.ledger_id < 0:
-                pos = EARLIEST
-            elif pos.ledger_id >= LATEST.ledger_id:
-                pos = LATEST
-            await sub.reset(pos)
+            await sub.reset(_seek_position(c.message_id))
         elif c.HasField("message_publish_time"):
             await sub.reset(timestamp_ms=c.message_publish_time)
         else:

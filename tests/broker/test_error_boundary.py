@@ -14,7 +14,6 @@ import trio
 from broker.errors import InvalidMessageError, InvalidTopicNameError, InvalidTopicsPatternError
 from broker.names import TopicName
 from broker.producer import check_message
-from broker.service import BrokerService
 from broker.subscription import Subscription
 from broker.topic_pattern import compile_topics_pattern
 from clients.protocol import commands as C
