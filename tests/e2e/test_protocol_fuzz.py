@@ -37,7 +37,7 @@ def fuzz_settings(examples: int):  # type: ignore[no-untyped-def]
     """Bounded and derandomized by default; many random examples with QUIRE_FUZZ_EXAMPLES.
     No shrinking by default: each example talks to a live process (a failing one is reported
     as found, and shrinking it could take minutes)."""
-    phases = None if _LONG else [Phase.explicit, Phase.generate]
+    phases = tuple(Phase) if _LONG else (Phase.explicit, Phase.generate)
     return settings(max_examples=_LONG or examples, derandomize=not _LONG, deadline=None, phases=phases,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
