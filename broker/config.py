@@ -32,6 +32,8 @@ class BrokerConfig:
     keep_alive_interval_seconds: int = 30
     max_pending_publish_requests_per_connection: int = 1000
     connection_outbox_bytes: int = 4 * 1024 * 1024
+    # GET_TOPICS_OF_NAMESPACE: longer patterns are not evaluated here (answered unfiltered)
+    subscription_pattern_max_length: int = 50
 
     # Topics and namespaces
     allow_auto_topic_creation: bool = True

@@ -103,6 +103,20 @@ class ChecksumError(BrokerError):
     http_status = 400
 
 
+class InvalidMessageError(BrokerError):
+    """A SEND whose metadata does not parse or makes no sense: nothing is stored. Answered
+    ChecksumError, Pulsar's code for a corrupt message (the client drops that message and
+    keeps the connection)."""
+
+    server_error = "ChecksumError"
+    http_status = 400
+
+
+class InvalidTopicsPatternError(BrokerError):
+    server_error = "NotAllowedError"
+    http_status = 400
+
+
 class IncompatibleSchemaError(BrokerError):
     server_error = "IncompatibleSchema"
     http_status = 409
