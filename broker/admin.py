@@ -29,10 +29,23 @@ from broker.errors import (
 )
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
+from broker.policies import (
+    INT64_MAX,
+    int_field,
+    object_field,
+    parse_auto_topic_creation,
+    parse_deduplication,
+    parse_message_id,
+    parse_message_ttl,
+    parse_num_partitions,
+    parse_retention,
+    query_flag,
+    string_list_field,
+)
 from broker.topic import EARLIEST, LATEST, PersistentTopic
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
-from metadata.errors import MetadataError
+from metadata.errors import InvalidPathError, MetadataError
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -46,6 +59,47 @@ def _error(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"reason": reason}, status_code=status)
 
 
+class RequestTooLargeError(BrokerError):
+    """A request body above ``http_max_request_size`` (HTTP 413)."""
+
+    http_status = 413
+
+
+class BodyLimit:
+    """ASGI middleware capping request bodies at ``max_bytes`` (<= 0: no cap): a declared
+    Content-Length above it answers 413 before any byte of the body is read, and a chunked
+    body that grows past it fails the read (the route answers 413), so no route ever holds
+    more than ``max_bytes`` of one request."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or self.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _error(413, self._reason())(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise RequestTooLargeError(self._reason())
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _reason(self) -> str:
+        return f"request body larger than http_max_request_size ({self.max_bytes} bytes)"
+
+
 def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["AdminApi"], Handler]:
     def bind(api: "AdminApi") -> Handler:
         async def handler(request: Request) -> Response:
@@ -56,11 +110,17 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
             except BrokerError as exc:
                 return _error(exc.http_status, str(exc))
             except MetadataError as exc:
+                if isinstance(exc, InvalidPathError):  # a name the store cannot hold ('..', '.')
+                    return _error(412, f"invalid name: {exc}")
                 return _error(500, f"metadata store error: {exc}")
             except ManagedLedgerError as exc:
                 return _error(500, f"managed ledger error: {exc}")
-            except (ValueError, KeyError, json.JSONDecodeError) as exc:
+            except (ValueError, KeyError) as exc:
                 return _error(400, f"bad request: {exc}")
+            except Exception as exc:
+                # A bug, not bad input: answer (the server keeps serving) and log it once.
+                log.exception("admin %s %s failed", request.method, request.url.path)
+                return _error(500, f"internal error: {type(exc).__name__}: {exc}")
             if isinstance(result, Response):
                 return result
             if result is None:
@@ -74,11 +134,14 @@ async def _body(request: Request, default: Any = None) -> Any:
     raw = await request.body()
     if not raw.strip():
         return default
-    return json.loads(raw)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # also bad UTF-8, too many digits, deep nesting
+        raise BadRequestError(f"the body is not valid JSON: {exc}") from None
 
 
 def _flag(request: Request, name: str) -> bool:
-    return request.query_params.get(name, "false").lower() == "true"
+    return query_flag(name, request.query_params.get(name))
 
 
 class AdminApi:
@@ -158,9 +221,9 @@ class AdminApi:
                 raise NamespaceNotFoundError(f"Cluster {name} does not exist")
             return data
         if request.method == "PUT":
-            await self.ns.create_cluster(name, await _body(request, {}) or {})
+            await self.ns.create_cluster(name, _cluster_data(await _body(request, {})))
         elif request.method == "POST":
-            await self.ns.update_cluster(name, await _body(request, {}) or {})
+            await self.ns.update_cluster(name, _cluster_data(await _body(request, {})))
         else:
             await self.ns.delete_cluster(name)
         return None
@@ -178,15 +241,14 @@ class AdminApi:
                 raise NamespaceNotFoundError(f"Tenant {tenant} does not exist")
             return info
         if request.method == "PUT":
-            body = await _body(request, {}) or {}
-            clusters = body.get("allowedClusters") or []
+            body = _tenant_info(await _body(request, {}))
             known = await self.ns.clusters()
-            for c in clusters:
+            for c in body.get("allowedClusters") or []:
                 if c not in known:
                     raise PreconditionFailedError(f"Cluster {c} does not exist")
             await self.ns.create_tenant(tenant, body)
         elif request.method == "POST":
-            await self.ns.update_tenant(tenant, await _body(request, {}) or {})
+            await self.ns.update_tenant(tenant, _tenant_info(await _body(request, {})))
         else:
             await self.ns.delete_tenant(tenant)
         return None
@@ -204,7 +266,7 @@ class AdminApi:
     async def namespace(self, request: Request) -> Any:
         ns = self._namespace(request)
         if request.method == "GET":
-            return await self.ns.get_policies(ns)
+            return await self.ns.get_policies(ns, validate=False)  # as stored, even if broken
         if request.method == "PUT":
             await self.ns.create_namespace(ns, await _body(request, None))
             return None
@@ -232,40 +294,21 @@ class AdminApi:
 
     @_wrap
     async def retention(self, request: Request) -> Any:
-        def parse(body: Any) -> Any:
-            if not isinstance(body, dict):
-                raise BadRequestError("retention policies must be a JSON object")
-            t, s = int(body.get("retentionTimeInMinutes", 0)), int(body.get("retentionSizeInMB", 0))
-            if (t == 0) != (s == 0):
-                raise PreconditionFailedError("Retention time and size must both be 0 or both be non-zero")
-            if t < -1 or s < -1:
-                raise PreconditionFailedError("Retention values must be >= -1")
-            return {"retentionTimeInMinutes": t, "retentionSizeInMB": s}
-        return await self._policy(request, "retention_policies", parse)
+        return await self._policy(request, "retention_policies", parse_retention)
 
     @_wrap
     async def deduplication(self, request: Request) -> Any:
-        def parse(body: Any) -> bool:
-            if not isinstance(body, bool):
-                raise BadRequestError("deduplication takes true or false")
-            return body
-        return await self._policy(request, "deduplicationEnabled", parse)
+        return await self._policy(request, "deduplicationEnabled", parse_deduplication)
 
     @_wrap
     async def message_ttl(self, request: Request) -> Any:
-        def parse(body: Any) -> int:
-            if not isinstance(body, int) or isinstance(body, bool) or body < 0:
-                raise PreconditionFailedError("Invalid value for message TTL")
-            return body
-        return await self._policy(request, "message_ttl_in_seconds", parse)
+        return await self._policy(request, "message_ttl_in_seconds", parse_message_ttl)
 
     @_wrap
     async def auto_topic_creation(self, request: Request) -> Any:
-        def parse(body: Any) -> dict[str, Any]:
-            if not isinstance(body, dict) or "allowAutoTopicCreation" not in body:
-                raise BadRequestError("autoTopicCreation needs allowAutoTopicCreation")
-            return body
-        return await self._policy(request, "autoTopicCreationOverride", parse)
+        max_parts = self.service.config.max_num_partitions_per_partitioned_topic
+        return await self._policy(request, "autoTopicCreationOverride",
+                                  lambda body: parse_auto_topic_creation(body, max_parts))
 
     @_wrap
     async def unload_namespace(self, request: Request) -> Any:
@@ -365,8 +408,7 @@ class AdminApi:
         body = await _body(request)
         if isinstance(body, dict):
             body = body.get("partitions")
-        if not isinstance(body, int) or isinstance(body, bool):
-            raise BadRequestError("the body must be the number of partitions")
+        body = parse_num_partitions(body, self.service.config.max_num_partitions_per_partitioned_topic)
         if request.method == "PUT":
             await self.ns.get_policies(name.namespace_name)
             if await self.service.topic_exists(name):
@@ -483,9 +525,8 @@ class AdminApi:
     def _message_id(body: Any) -> Position:
         if body is None:
             return LATEST
-        if not isinstance(body, dict) or "ledgerId" not in body or "entryId" not in body:
-            raise BadRequestError("a message id needs ledgerId and entryId")
-        pos = Position(int(body["ledgerId"]), int(body["entryId"]))
+        ledger_id, entry_id, _ = parse_message_id(body)
+        pos = Position(ledger_id, entry_id)
         if pos.ledger_id < 0:
             return EARLIEST
         if pos.ledger_id >= LATEST.ledger_id:
@@ -512,9 +553,7 @@ class AdminApi:
     @_wrap
     async def skip(self, request: Request) -> Any:
         name = self._topic(request)
-        n = int(request.path_params["n"])
-        if n < 0:
-            raise PreconditionFailedError("number of messages to skip must be >= 0")
+        n = int_field("numMessages", request.path_params["n"], 0, INT64_MAX, precondition_below=0)
         result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "skip", n))
         return result if isinstance(result, Response) else None
 
@@ -527,7 +566,7 @@ class AdminApi:
     @_wrap
     async def reset_cursor_time(self, request: Request) -> Any:
         name = self._topic(request)
-        ts = int(request.path_params["timestamp"])
+        ts = int_field("timestamp", request.path_params["timestamp"], 0, INT64_MAX)
         result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "reset", timestamp_ms=ts))
         return result if isinstance(result, Response) else None
 
@@ -540,7 +579,7 @@ class AdminApi:
         pos = self._message_id(body)
         targets = None
         if await self.ns.partitions(name):
-            idx = int(body.get("partitionIndex", -1))
+            _, _, idx = parse_message_id(body)
             if idx < 0:
                 raise PreconditionFailedError("resetcursor by id on a partitioned topic needs partitionIndex")
             targets = [name.partition(idx)]
@@ -581,6 +620,22 @@ class AdminApi:
             raise NamespaceNotFoundError(f"Cluster {cluster} does not exist")
         # every live broker registers an ephemeral node (its session is its liveness)
         return sorted(await self.service.store.children("/loadbalance/brokers"))
+
+
+def _cluster_data(body: Any) -> dict[str, Any]:
+    """A ClusterData body: an object whose URL fields are strings."""
+    data = object_field("cluster data", {} if body is None else body)
+    for key in ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise BadRequestError(f"{key} must be a string")
+    return data
+
+
+def _tenant_info(body: Any) -> dict[str, Any]:
+    """A TenantInfo body: ``adminRoles`` and ``allowedClusters`` lists of strings."""
+    info = object_field("tenant info", {} if body is None else body)
+    return {"adminRoles": string_list_field("adminRoles", info.get("adminRoles") or []),
+            "allowedClusters": string_list_field("allowedClusters", info.get("allowedClusters") or [])}
 
 
 class ForwardedError(BrokerError):
@@ -653,13 +708,19 @@ def build_app(service: "BrokerService") -> Starlette:
         Route("/metrics", api.metrics(), methods=["GET"]),
         Route("/metrics/", api.metrics(), methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+    return BodyLimit(app, service.config.http_max_request_size)  # type: ignore[return-value]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     # Unknown paths (404) and methods (405) answer in the same JSON shape as every other error.
     assert isinstance(exc, HTTPException)
     return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # Outside the routes' own handling (e.g. in the routing itself): still a JSON reason.
+    return _error(500, f"internal error: {type(exc).__name__}")
 
 
 async def serve_admin(service: "BrokerService", host: str, port: int, *, task_status: Any) -> None:
