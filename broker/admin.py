@@ -31,6 +31,7 @@ from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
 from broker.policies import (
     INT64_MAX,
+    describe,
     int_field,
     object_field,
     parse_auto_topic_creation,
@@ -46,6 +47,7 @@ from broker.topic import EARLIEST, LATEST, PersistentTopic
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
 from metadata.errors import InvalidPathError, MetadataError
+from metadata.paths import validate_path
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -105,6 +107,9 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
         async def handler(request: Request) -> Response:
             if not api.service.ready:
                 return _error(503, "the broker is starting")
+            bad = _bad_path_param(request)
+            if bad is not None:
+                return _error(412, bad)
             try:
                 result = await fn(api, request)
             except BrokerError as exc:
@@ -128,6 +133,18 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
             return JSONResponse(result)
         return handler
     return bind
+
+
+def _bad_path_param(request: Request) -> str | None:
+    """Why a path parameter cannot name anything (it would not be a valid metadata node
+    name: '.', '..', control characters), or None. Checked before any handler runs."""
+    for key, value in request.path_params.items():
+        if isinstance(value, str):
+            try:
+                validate_path("/" + value)
+            except InvalidPathError:
+                return f"invalid {key} name: {describe(value)}"
+    return None
 
 
 async def _body(request: Request, default: Any = None) -> Any:
@@ -622,13 +639,22 @@ class AdminApi:
         return sorted(await self.service.store.children("/loadbalance/brokers"))
 
 
+_CLUSTER_URLS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls")
+
+
 def _cluster_data(body: Any) -> dict[str, Any]:
-    """A ClusterData body: an object whose URL fields are strings."""
+    """A ClusterData body: its URL fields (strings) and peerClusterNames; other fields are
+    dropped, so nothing arbitrary reaches the metadata store."""
     data = object_field("cluster data", {} if body is None else body)
-    for key in ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls"):
-        if data.get(key) is not None and not isinstance(data[key], str):
-            raise BadRequestError(f"{key} must be a string")
-    return data
+    out: dict[str, Any] = {}
+    for key in _CLUSTER_URLS:
+        if data.get(key) is not None:
+            if not isinstance(data[key], str):
+                raise BadRequestError(f"{key} must be a string, got {describe(data[key])}")
+            out[key] = data[key]
+    if data.get("peerClusterNames") is not None:
+        out["peerClusterNames"] = string_list_field("peerClusterNames", data["peerClusterNames"])
+    return out
 
 
 def _tenant_info(body: Any) -> dict[str, Any]:
@@ -668,46 +694,50 @@ async def _forward(http: Any, request: Request, owner: dict[str, Any], partition
     return r.json() if r.content else None
 
 
+_NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+_TP = "/admin/v2/{domain:str}/{tenant}/{namespace}/{topic}"
+_SUB = _TP + "/subscription/{subscription}"
+# (path, AdminApi handler, methods): the whole admin surface (the fuzz test walks it too).
+ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
+    ("/admin/v2/clusters", "clusters", ["GET"]),
+    ("/admin/v2/clusters/{cluster}", "cluster", ["GET", "PUT", "POST", "DELETE"]),
+    ("/admin/v2/tenants", "tenants", ["GET"]),
+    ("/admin/v2/tenants/{tenant}", "tenant", ["GET", "PUT", "POST", "DELETE"]),
+    ("/admin/v2/brokers/health", "health", ["GET"]),
+    ("/admin/v2/brokers/{cluster}", "brokers", ["GET"]),
+    ("/admin/v2/namespaces/{tenant}", "namespaces", ["GET"]),
+    (_NS, "namespace", ["GET", "PUT", "DELETE"]),
+    (_NS + "/topics", "namespace_topics", ["GET"]),
+    (_NS + "/retention", "retention", ["GET", "POST", "DELETE"]),
+    (_NS + "/deduplication", "deduplication", ["GET", "POST", "DELETE"]),
+    (_NS + "/messageTTL", "message_ttl", ["GET", "POST", "DELETE"]),
+    (_NS + "/autoTopicCreation", "auto_topic_creation", ["GET", "POST", "DELETE"]),
+    (_NS + "/unload", "unload_namespace", ["PUT"]),
+    (_NS + "/{bundle}/unload", "unload_bundle", ["PUT"]),
+    ("/admin/v2/{domain:str}/{tenant}/{namespace}", "topics", ["GET"]),
+    ("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", "partitioned_topics", ["GET"]),
+    (_TP, "topic", ["PUT", "POST", "DELETE"]),
+    (_TP + "/partitions", "partitions", ["GET", "PUT", "POST", "DELETE"]),
+    (_TP + "/stats", "stats", ["GET"]),
+    (_TP + "/internalStats", "internal_stats", ["GET"]),
+    (_TP + "/partitioned-stats", "partitioned_stats", ["GET"]),
+    (_TP + "/unload", "unload_topic", ["PUT"]),
+    (_TP + "/lastMessageId", "last_message_id", ["GET"]),
+    (_TP + "/subscriptions", "subscriptions", ["GET"]),
+    (_SUB, "subscription", ["PUT", "DELETE"]),
+    (_SUB + "/skip/{n:int}", "skip", ["POST"]),
+    (_SUB + "/skip_all", "skip_all", ["POST"]),
+    (_SUB + "/resetcursor/{timestamp:int}", "reset_cursor_time", ["POST"]),
+    (_SUB + "/resetcursor", "reset_cursor_id", ["POST"]),
+    ("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", "lookup", ["GET"]),
+    ("/metrics", "metrics", ["GET"]),
+    ("/metrics/", "metrics", ["GET"]),
+]
+
+
 def build_app(service: "BrokerService") -> Starlette:
     api = AdminApi(service)
-    ns = "/admin/v2/namespaces/{tenant}/{namespace}"
-    tp = "/admin/v2/{domain:str}/{tenant}/{namespace}/{topic}"
-    sub = tp + "/subscription/{subscription}"
-    routes = [
-        Route("/admin/v2/clusters", api.clusters(), methods=["GET"]),
-        Route("/admin/v2/clusters/{cluster}", api.cluster(), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/admin/v2/tenants", api.tenants(), methods=["GET"]),
-        Route("/admin/v2/tenants/{tenant}", api.tenant(), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/admin/v2/brokers/health", api.health(), methods=["GET"]),
-        Route("/admin/v2/brokers/{cluster}", api.brokers(), methods=["GET"]),
-        Route("/admin/v2/namespaces/{tenant}", api.namespaces(), methods=["GET"]),
-        Route(ns, api.namespace(), methods=["GET", "PUT", "DELETE"]),
-        Route(ns + "/topics", api.namespace_topics(), methods=["GET"]),
-        Route(ns + "/retention", api.retention(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/deduplication", api.deduplication(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/messageTTL", api.message_ttl(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/autoTopicCreation", api.auto_topic_creation(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/unload", api.unload_namespace(), methods=["PUT"]),
-        Route(ns + "/{bundle}/unload", api.unload_bundle(), methods=["PUT"]),
-        Route("/admin/v2/{domain:str}/{tenant}/{namespace}", api.topics(), methods=["GET"]),
-        Route("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", api.partitioned_topics(), methods=["GET"]),
-        Route(tp, api.topic(), methods=["PUT", "POST", "DELETE"]),
-        Route(tp + "/partitions", api.partitions(), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route(tp + "/stats", api.stats(), methods=["GET"]),
-        Route(tp + "/internalStats", api.internal_stats(), methods=["GET"]),
-        Route(tp + "/partitioned-stats", api.partitioned_stats(), methods=["GET"]),
-        Route(tp + "/unload", api.unload_topic(), methods=["PUT"]),
-        Route(tp + "/lastMessageId", api.last_message_id(), methods=["GET"]),
-        Route(tp + "/subscriptions", api.subscriptions(), methods=["GET"]),
-        Route(sub, api.subscription(), methods=["PUT", "DELETE"]),
-        Route(sub + "/skip/{n:int}", api.skip(), methods=["POST"]),
-        Route(sub + "/skip_all", api.skip_all(), methods=["POST"]),
-        Route(sub + "/resetcursor/{timestamp:int}", api.reset_cursor_time(), methods=["POST"]),
-        Route(sub + "/resetcursor", api.reset_cursor_id(), methods=["POST"]),
-        Route("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", api.lookup(), methods=["GET"]),
-        Route("/metrics", api.metrics(), methods=["GET"]),
-        Route("/metrics/", api.metrics(), methods=["GET"]),
-    ]
+    routes = [Route(path, getattr(api, handler)(), methods=methods) for path, handler, methods in ROUTE_TABLE]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     return BodyLimit(app, service.config.http_max_request_size)  # type: ignore[return-value]
 

@@ -196,7 +196,12 @@ def parse_policy(key: str, value: Any) -> Any:
     validate = _FIELDS.get(key)
     if validate is None:
         return bool_field(key, value)  # the remaining known fields are the *Enabled flags
-    return validate(value)
+    try:
+        return validate(value)
+    except (BadRequestError, PreconditionFailedError) as exc:
+        if str(exc).startswith(key):
+            raise
+        raise type(exc)(f"{key}: {exc}") from None  # the Policies field, then the detail
 
 
 def parse_namespace_policies(value: Any) -> dict[str, Any]:
