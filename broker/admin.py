@@ -1,8 +1,11 @@
 """Admin REST API (Pulsar's ``/admin/v2`` paths and JSON shapes), lookup and ``/metrics``.
 
 A starlette app served by hypercorn on trio inside the broker process. Errors are JSON
-``{"reason": ...}`` with Pulsar's status codes: 400/412 for bad input, 404 for unknown
-resources, 409 for conflicts, 307 to the owner for a topic this broker does not serve.
+``{"reason": ...}`` with Pulsar's status codes: 400/412 for bad input (every body and query
+value goes through ``broker.policies``; a path name the metadata store cannot hold is 412),
+413 for a body above ``http_max_request_size``, 404 for unknown resources, 409 for conflicts,
+307 to the owner for a topic this broker does not serve. An unexpected exception answers 500
+with its reason and is logged once; the server keeps serving.
 """
 
 from __future__ import annotations
