@@ -80,6 +80,8 @@ class BrokerConfig:
         if not self.advertised_address:
             wildcard = self.bind_address in ("", "0.0.0.0", "::")
             self.advertised_address = "127.0.0.1" if wildcard else self.bind_address
+        if ":" in self.advertised_address and not self.advertised_address.startswith("["):
+            self.advertised_address = f"[{self.advertised_address}]"  # an IPv6 literal inside URLs
 
     @classmethod
     def load(cls: type[T], path: str | Path | None = None, *, table: str = "broker", **overrides: Any) -> T:

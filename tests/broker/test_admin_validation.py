@@ -124,6 +124,7 @@ def test_network_defaults() -> None:
     assert BrokerConfig(bind_address="10.1.2.3").advertised_address == "10.1.2.3"
     assert BrokerConfig(bind_address="0.0.0.0").advertised_address == "127.0.0.1"
     assert BrokerConfig(bind_address="0.0.0.0", advertised_address="h.example").advertised_address == "h.example"
+    assert BrokerConfig(bind_address="::1").advertised_address == "[::1]"  # usable in pulsar://host:port
     assert c.http_max_request_size == 1024 * 1024
 
 
