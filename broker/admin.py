@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -30,6 +30,7 @@ from broker.errors import (
     PreconditionFailedError,
     TopicNotFoundError,
 )
+from broker.http_guard import guard_connections
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
 from broker.policies import (
@@ -117,6 +118,8 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
                 result = await fn(api, request)
             except BrokerError as exc:
                 return _error(exc.http_status, str(exc))
+            except ClientDisconnect:  # the client left before sending its whole body
+                return _error(400, "the client disconnected before sending its body")
             except MetadataError as exc:
                 if isinstance(exc, InvalidPathError):  # a name the store cannot hold ('..', '.')
                     return _error(412, f"invalid name: {exc}")
@@ -762,6 +765,7 @@ async def serve_admin(service: "BrokerService", host: str, port: int, *, task_st
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
+    guard_connections()
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None

@@ -261,3 +261,19 @@ def test_stored_bad_policies_fail_their_namespace_only_and_bind_address(tmp_path
         print(node.proc.log_tail(30))
     assert code == 0
     assert "Traceback" not in node.proc.log_text()
+
+
+def test_a_client_hanging_up_mid_request_never_ends_the_process(standalone: Standalone) -> None:
+    # hypercorn's own error reply for the truncated body and its send_eof collided with our 413
+    # on the socket (trio.BusyResourceError) and the error ended the whole process.
+    for i in range(40):
+        with socket.create_connection(("127.0.0.1", standalone.web_port), timeout=5) as sock:
+            sock.sendall(b"POST /admin/v2/tenants/x HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Length: " + (b"9" * 20 if i % 2 else b"5") + b"\r\n\r\n")
+            sock.shutdown(socket.SHUT_WR)
+            try:
+                while sock.recv(65536):
+                    pass
+            except OSError:
+                pass
+    assert_serving(standalone)
