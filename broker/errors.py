@@ -124,6 +124,5 @@ class PreconditionFailedError(BrokerError):
 
 class InvalidPoliciesError(PreconditionFailedError):
     """A namespace's stored policies do not validate (written by an older version): its
-    lookups and admin calls fail with this error until the field is fixed."""
-
-    server_error = "MetadataError"
+    lookups and admin calls fail with this error until the field is fixed. NotAllowedError
+    (inherited) is one the clients do not retry: only an operator can fix it."""
