@@ -142,8 +142,9 @@ def parse_auto_topic_creation(value: Any, max_partitions: int = 0) -> dict[str, 
     # topicType and defaultNumPartitions may be left out: the broker's defaults apply.
     kind = body.get("topicType")
     if kind is not None:
-        if kind not in TOPIC_TYPES:
-            raise BadRequestError(f"topicType must be one of {', '.join(TOPIC_TYPES)}, got {describe(kind)}")
+        if kind not in TOPIC_TYPES:  # Pulsar: 400 when not a string (JSON mapping), else 412
+            error = PreconditionFailedError if isinstance(kind, str) else BadRequestError
+            raise error(f"topicType must be one of {', '.join(TOPIC_TYPES)}, got {describe(kind)}")
         out["topicType"] = kind
     parts = body.get("defaultNumPartitions")
     if parts is not None:

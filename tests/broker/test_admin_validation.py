@@ -78,6 +78,10 @@ def test_policy_bodies() -> None:
     with pytest.raises(PreconditionFailedError, match="maximum of 4"):
         parse_auto_topic_creation({"allowAutoTopicCreation": True, "defaultNumPartitions": 5}, max_partitions=4)
     assert parse_auto_topic_creation({"allowAutoTopicCreation": False}) == {"allowAutoTopicCreation": False}
+    with pytest.raises(PreconditionFailedError, match="topicType"):
+        parse_auto_topic_creation({"allowAutoTopicCreation": True, "topicType": "weird"})
+    with pytest.raises(BadRequestError, match="topicType"):
+        parse_auto_topic_creation({"allowAutoTopicCreation": True, "topicType": 3})
     assert parse_message_id({"ledgerId": 3, "entryId": -1}) == (3, -1, -1)
     with pytest.raises(BadRequestError, match="entryId"):
         parse_message_id({"ledgerId": 3, "entryId": 2**63})
