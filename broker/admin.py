@@ -30,7 +30,7 @@ from broker.errors import (
     PreconditionFailedError,
     TopicNotFoundError,
 )
-from broker.http_guard import guard_connections
+from bookie.http_guard import guard_connections
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
 from broker.policies import (

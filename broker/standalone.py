@@ -23,7 +23,6 @@ from bookie.client.local_bookie import register_local_bookie, unregister_local_b
 from bookie.config import BookieConfig
 from broker.admin import serve_admin
 from broker.config import BrokerConfig
-from broker.http_guard import guard_connections
 from broker.service import BrokerService
 from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from metadata import open_store
@@ -70,7 +69,6 @@ async def run_standalone(
     """Run until ``stop`` is set (or cancelled). A stop shuts the broker down first (topics
     closed, cursors persisted) and only then the bookie (journal flushed, checkpoint)."""
     broker_config, bookie_config, store_url = standalone_configs(data_dir, broker_config, bookie_overrides)
-    guard_connections()  # before the bookie's HTTP server starts: one bad connection never ends the process
     Path(data_dir).mkdir(parents=True, exist_ok=True)
     # The bookie's port is part of its identity (cookie, ledger ensembles): a node started
     # with port 0 keeps the port it got the first time.

@@ -17,6 +17,7 @@ import trio
 
 from metadata import open_store, values
 from tests.e2e.conftest import Standalone, start_standalone
+from tests.fixtures.processes import QuireProcess, free_port
 
 
 @pytest.fixture(scope="module")
@@ -260,12 +261,11 @@ def test_stored_bad_policies_fail_their_namespace_only_and_bind_address(tmp_path
     assert "Traceback" not in node.proc.log_text()
 
 
-def test_a_client_hanging_up_mid_request_never_ends_the_process(standalone: Standalone) -> None:
-    # hypercorn's own error reply for the truncated body and its send_eof collided with our 413
-    # on the socket (trio.BusyResourceError) and the error ended the whole process.
-    for i in range(40):
-        with socket.create_connection(("127.0.0.1", standalone.web_port), timeout=5) as sock:
-            sock.sendall(b"POST /admin/v2/tenants/x HTTP/1.1\r\nHost: x\r\n"
+def hang_up_mid_request(port: int, path: bytes, times: int = 40) -> None:
+    """Requests whose body never comes, each followed by a half-close."""
+    for i in range(times):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n"
                          b"Content-Length: " + (b"9" * 20 if i % 2 else b"5") + b"\r\n\r\n")
             sock.shutdown(socket.SHUT_WR)
             try:
@@ -273,4 +273,27 @@ def test_a_client_hanging_up_mid_request_never_ends_the_process(standalone: Stan
                     pass
             except OSError:
                 pass
+
+
+def test_a_client_hanging_up_mid_request_never_ends_the_process(standalone: Standalone) -> None:
+    # hypercorn's own error reply for the truncated body and its send_eof collided with our 413
+    # on the socket (trio.BusyResourceError) and the error ended the whole process.
+    hang_up_mid_request(standalone.web_port, b"/admin/v2/tenants/x")
     assert_serving(standalone)
+
+
+def test_bookie_http_port_survives_clients_hanging_up(tmp_path: Path) -> None:
+    # The same hypercorn race ended `quire bookie` through its HTTP admin port.
+    http = free_port()
+    proc = QuireProcess.quire(
+        ["bookie", "--metadata-url", "memory://hangup", "--port", "0", "--http-port", str(http),
+         "--journal-dir", str(tmp_path / "journal"), "--ledger-dirs", str(tmp_path / "ledgers"), "--log-level", "WARNING"],
+        log_path=tmp_path / "bookie.log", ready_url=f"http://127.0.0.1:{http}/api/v1/bookie/state")
+    proc.start()
+    try:
+        proc.wait_ready(30)
+        hang_up_mid_request(http, b"/api/v1/bookie/state", times=100)
+        assert proc.is_running, proc.log_tail(40)
+        assert httpx.get(f"http://127.0.0.1:{http}/api/v1/bookie/state", timeout=10).status_code == 200
+    finally:
+        assert proc.terminate() == 0, proc.log_tail(40)

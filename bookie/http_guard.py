@@ -1,8 +1,8 @@
 """Keep one HTTP connection's failure inside that connection (hypercorn on trio).
 
 hypercorn's trio ``TCPServer.run`` (0.18) lets every exception but ``OSError`` escape the
-connection's task, which ends hypercorn's ``serve()`` and with it the whole process (broker,
-and in a standalone the bookie and metadata store too). One client triggers it: a request whose
+connection's task, which ends hypercorn's ``serve()`` and with it the whole process (a bookie,
+a broker, a standalone with all three parts). One client triggers it: a request whose
 body never arrives followed by a half-close makes hypercorn's error reply and its ``send_eof``
 collide on the socket (``trio.BusyResourceError``). ``guard_connections()`` wraps ``run`` so
 such an error drops that connection, logged once, and the server keeps serving.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-log = logging.getLogger("quire.http")
+log = logging.getLogger("quire.http")  # bookie and broker HTTP servers alike
 
 
 def guard_connections() -> None:
