@@ -134,3 +134,9 @@ class PreconditionFailedError(BrokerError):
 
     server_error = "NotAllowedError"
     http_status = 412
+
+
+class InvalidPoliciesError(PreconditionFailedError):
+    """A namespace's stored policies do not validate (written by an older version): its
+    lookups and admin calls fail with this error until the field is fixed. NotAllowedError
+    (inherited) is one the clients do not retry: only an operator can fix it."""
