@@ -103,6 +103,26 @@ def _translate(exc: BaseException, what: str) -> MetadataError:
     return MetadataError(f"ZooKeeper error during {what}: {exc!r}")
 
 
+async def _probe_hosts(hosts: str, timeout_s: float = 3.0) -> None:
+    """Fail at once, with one clear error, when no ZooKeeper host accepts a TCP connection
+    (instead of kazoo retrying and warning for the whole start timeout)."""
+    errors: list[str] = []
+    for host_port in hosts.split(","):
+        host, _, port = host_port.strip().rpartition(":")
+        host = host.strip("[]") or "localhost"
+        try:
+            with trio.fail_after(timeout_s):
+                stream = await trio.open_tcp_stream(host, int(port or 2181))
+        except (OSError, trio.TooSlowError, ValueError) as exc:
+            root = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+            reason = root.strerror if isinstance(root, OSError) and root.strerror else (str(root) or "timed out")
+            errors.append(f"{host_port.strip()}: {reason.lower()}")
+            continue
+        await stream.aclose()
+        return
+    raise StoreUnavailableError(f"cannot connect to ZooKeeper at {hosts} ({'; '.join(errors)}); is ZooKeeper running?")
+
+
 class ZooKeeperStore(MetadataStore):
     """MetadataStore over one kazoo client (one ZooKeeper session at a time)."""
 
@@ -153,6 +173,7 @@ class ZooKeeperStore(MetadataStore):
                 client.close()
                 raise
 
+        await _probe_hosts(hosts)
         try:
             await trio.to_thread.run_sync(start)
         except (KazooException, KazooTimeoutError) as exc:
