@@ -52,6 +52,7 @@ from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
 from metadata.errors import InvalidPathError, MetadataError
 from metadata.paths import validate_path
+from quire.config import naming_the_port
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -775,9 +776,10 @@ async def serve_admin(service: "BrokerService", host: str, port: int, *, task_st
     async def start(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         await serve(build_app(service), config, task_status=task_status)  # type: ignore[arg-type]
 
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(start)
-        bound = int(binds[0].rsplit(":", 1)[1])
-        service.web_port = bound
-        task_status.started(bound)
+    with naming_the_port("web_service_port", host, port):
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(start)
+            bound = int(binds[0].rsplit(":", 1)[1])
+            service.web_port = bound
+            task_status.started(bound)
 

@@ -38,6 +38,7 @@ from managed_ledger import ManagedLedgerConfig
 from managed_ledger.errors import ManagedLedgerError
 from metadata import values
 from metadata.errors import MetadataError
+from quire.config import naming_the_port
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,8 @@ class BrokerService:
 
     async def run(self, *, task_status: trio.TaskStatus["BrokerService"] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen for clients until cancelled; topics close cleanly on the way out."""
-        listeners = await trio.open_tcp_listeners(self.config.broker_service_port, host=self.config.bind_address)
+        with naming_the_port("broker_service_port", self.config.bind_address, self.config.broker_service_port):
+            listeners = await trio.open_tcp_listeners(self.config.broker_service_port, host=self.config.bind_address)
         self.port = listeners[0].socket.getsockname()[1]
         self.ownership = OwnershipCache(self.store, self.service_url, self.web_url)
         try:

@@ -20,6 +20,15 @@ import click
 
 NOT_LISTENING = "nothing is listening; is `quire standalone` running?"
 
+# (command, config key) -> the flag that sets that port
+PORT_FLAGS = {
+    ("standalone", "broker_service_port"): "--port", ("standalone", "web_service_port"): "--web-port",
+    ("standalone", "bookie_port"): "--bookie-port", ("standalone", "http_server_port"): "--bookie-http-port",
+    ("broker", "broker_service_port"): "--port", ("broker", "web_service_port"): "--web-port",
+    ("bookie", "bookie_port"): "--port", ("bookie", "http_server_port"): "--http-port",
+}
+_command = ""  # the subcommand being run (set by run())
+
 
 def leaves(exc: BaseException) -> Iterator[BaseException]:
     """The exceptions inside (nested) exception groups, depth first."""
@@ -64,6 +73,9 @@ def describe(exc: BaseException) -> str:
         return f"connection refused: {NOT_LISTENING}"
     if module.startswith("clients") or module.startswith("pulsar"):
         return f"{name}: {text}" if text else name
+    if name == "PortInUseError":
+        flag = PORT_FLAGS.get((_command, getattr(exc, "key", "")))
+        return text + (f"; choose another with {flag}" if flag else "")
     if name == "ConfigError":
         return text
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
@@ -88,8 +100,10 @@ def _quiet_broken_pipe() -> None:
 
 
 def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
+    global _command
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
+    _command = next((a for a in args if not a.startswith("-")), "")
     try:
         code = group.main(args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:

@@ -14,20 +14,53 @@ This module is a leaf (standard library only), so every package may import it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import errno
 import re
 import tomllib
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Iterator, TypeVar
 
 T = TypeVar("T")
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the file, key and fix."""
+
+
+class PortInUseError(ConfigError):
+    """A listening port another process holds; ``key`` is the config key that chose it."""
+
+    def __init__(self, key: str, host: str, port: int) -> None:
+        super().__init__(f"port {port} on {host} ({key}) is already in use by another process")
+        self.key, self.host, self.port = key, host, port
+
+
+@contextlib.contextmanager
+def naming_the_port(key: str, host: str, port: int) -> Iterator[None]:
+    """Turn EADDRINUSE from binding ``host:port`` (also inside exception groups) into PortInUseError."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise PortInUseError(key, host, port) from None
+        raise
+    except BaseExceptionGroup as group:
+        if any(isinstance(e, OSError) and e.errno == errno.EADDRINUSE for e in _leaves(group)):
+            raise PortInUseError(key, host, port) from None
+        raise
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 def snake_case(name: str) -> str:

@@ -22,3 +22,21 @@ def test_broker_with_zookeeper_unreachable_fails_within_seconds() -> None:
     line = next(ln for ln in res.stderr.splitlines() if ln.startswith("error:"))
     assert f"cannot connect to ZooKeeper at 127.0.0.1:{port}" in line and "is ZooKeeper running?" in line
     assert "Connection refused" not in res.stderr  # no kazoo retry warnings
+
+
+def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for flag, key in (("--port", "broker_service_port"), ("--web-port", "web_service_port")):
+            args = ["standalone", "--data-dir", str(tmp_path / flag.strip("-")), "--port", "0", "--web-port", "0",
+                    "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"]
+            args[args.index(flag) + 1] = str(port)
+            res = subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True,
+                                 timeout=60, cwd=ROOT)
+            assert res.returncode == 1 and "Traceback" not in res.stderr
+            assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
+            assert f"choose another with {flag}" in res.stderr.splitlines()[0]
