@@ -1,24 +1,25 @@
 """``quire broker`` and ``quire standalone``.
 
 Settings come from an optional TOML file (``--conf``: BrokerConfig keys at the top level or in
-``[broker]``; a ``[bookie]`` table for standalone's bookie), then the named flags, then
-``--set key=value``. SIGINT and SIGTERM shut down cleanly; SIGKILL loses nothing acknowledged.
+``[broker]``; ``[bookkeeper_client]`` for the ledger client of both commands; a ``[bookie]`` table
+for standalone's bookie), then the named flags, then ``--set key=value``. SIGINT and SIGTERM shut down cleanly; SIGKILL loses nothing acknowledged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import logging
 import signal
 import sys
-import tomllib
 from typing import Any, Awaitable, Callable
 
 import click
 import trio
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ledger_client_config
+from quire.config import read_toml
 
 log = logging.getLogger("quire.broker")
 
@@ -98,11 +99,12 @@ def _apply(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], 
 @click.option("--metadata-url", "metadata_store_url", help="zk://host:port/chroot or rocksdb:///path")
 def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
     """Run a broker; bookies are found through the metadata store."""
-    from broker.standalone import run_broker
+    from broker.service import run_broker
     from metadata import open_store
 
     _logging(log_level)
     config = build_config(conf, flags, sets)
+    client_config = ledger_client_config(conf)
 
     async def main(stop: trio.Event) -> None:
         store = await open_store(config.metadata_store_url,
@@ -110,7 +112,7 @@ def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
                                  operation_timeout_s=config.metadata_store_operation_timeout_seconds)
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(run_broker, config, store)
+                await nursery.start(functools.partial(run_broker, config, store, client_config=client_config))
                 await stop.wait()
                 nursery.cancel_scope.cancel()
         finally:
@@ -132,10 +134,10 @@ def standalone(conf: str | None, sets: tuple[str, ...], log_level: str, data_dir
 
     _logging(log_level)
     config = build_config(conf, flags, sets)
+    client_config = ledger_client_config(conf)
     bookie_overrides: dict[str, Any] = {}
     if conf:
-        with open(conf, "rb") as f:
-            bookie_overrides.update(tomllib.load(f).get("bookie", {}))
+        bookie_overrides.update(read_toml(conf).get("bookie", {}))
     bookie_overrides.update({"bookie_port": bookie_port, "http_server_port": bookie_http_port})
     # As in `quire bookie`: the journal thread must get the GIL back promptly after each
     # fdatasync while the broker's event loop is busy (default switch interval: 5 ms), and
@@ -144,4 +146,5 @@ def standalone(conf: str | None, sets: tuple[str, ...], log_level: str, data_dir
     sys.setswitchinterval(0.0005)
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    trio.run(_until_signal, run_standalone, data_dir, config, bookie_overrides)
+    trio.run(_until_signal, functools.partial(run_standalone, client_config=client_config), data_dir, config,
+             bookie_overrides)

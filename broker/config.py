@@ -1,18 +1,20 @@
 """Broker configuration: Pulsar's ``broker.conf`` names in snake_case with their defaults.
 
 ``BrokerConfig.load(path, **overrides)`` reads an optional TOML file (top-level keys or a
-``[broker]`` table) and applies CLI overrides; unknown keys are an error so typos show up.
+``[broker]`` table) and applies CLI overrides; unknown keys are an error so typos show up. The
+same file's ``[bookkeeper_client]`` table configures the broker's ledger client
+(``ledger_client_config``); ``managed_ledger_config`` is the one broker -> managed-ledger mapping.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from bookie.client.config import ClientConfig
+from managed_ledger.config import ManagedLedgerConfig
+from quire.config import load_config
 
 
 @dataclass
@@ -86,24 +88,37 @@ class BrokerConfig:
             self.advertised_address = f"[{self.advertised_address}]"  # an IPv6 literal inside URLs
 
     @classmethod
-    def load(cls: type[T], path: str | Path | None = None, *, table: str = "broker", **overrides: Any) -> T:
-        return load_dataclass(cls, path, table=table, **overrides)
+    def load(cls, path: str | Path | None = None, *, table: str = "broker", **overrides: Any) -> "BrokerConfig":
+        """The ``[broker]`` table (or the top-level keys) of a TOML file plus overrides; every
+        problem is a quire.config.ConfigError naming the key (and the snake_case spelling meant)."""
+        return load_config(cls, path, table=table, what="broker", **overrides)
 
 
-def load_dataclass(cls: type[T], path: str | Path | None, *, table: str, **overrides: Any) -> T:
-    """Build dataclass ``cls`` from a TOML file (top level or ``[table]``) plus overrides."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-        section = doc.get(table, doc)
-        values.update({k: v for k, v in section.items() if not isinstance(v, dict)})
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ValueError(f"unknown {table} config keys: {', '.join(unknown)}")
-    return cls(**values)
+def managed_ledger_config(config: BrokerConfig, policies: dict[str, Any] | None = None) -> ManagedLedgerConfig:
+    """The one mapping of broker keys (and a namespace's retention policy) to a managed ledger's
+    settings, for every entry point (``quire broker``, ``quire standalone``) and every topic."""
+    retention = (policies or {}).get("retention_policies") or {}
+    return ManagedLedgerConfig(
+        ensemble_size=config.managed_ledger_default_ensemble_size,
+        write_quorum=config.managed_ledger_default_write_quorum,
+        ack_quorum=config.managed_ledger_default_ack_quorum,
+        metadata_ensemble_size=config.managed_ledger_default_ensemble_size,
+        metadata_write_quorum=config.managed_ledger_default_write_quorum,
+        metadata_ack_quorum=config.managed_ledger_default_ack_quorum,
+        max_entries_per_ledger=config.managed_ledger_max_entries_per_ledger,
+        max_size_per_ledger_mb=config.managed_ledger_max_size_per_ledger_mbytes,
+        retention_time_minutes=retention.get("retentionTimeInMinutes", config.default_retention_time_in_minutes),
+        retention_size_mb=retention.get("retentionSizeInMB", config.default_retention_size_in_mb),
+        retention_check_interval_seconds=config.retention_check_interval_in_seconds,
+    )
 
 
-__all__ = ["BrokerConfig", "load_dataclass"]
+def ledger_client_config(path: str | Path | None) -> ClientConfig:
+    """The broker's ledger-client settings: the ``[bookkeeper_client]`` table of its TOML file
+    (BookKeeper ClientConfiguration keys in snake_case), the same for both entry points."""
+    if path is None:
+        return ClientConfig()
+    return ClientConfig.from_toml(path, table="bookkeeper_client")
+
+
+__all__ = ["BrokerConfig", "ledger_client_config", "managed_ledger_config"]

@@ -12,11 +12,14 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 import trio
 
-from broker.config import BrokerConfig
+from bookie.client import BookKeeper, ClientConfig
+from bookie.client.local_bookie import RequestHandler
+from broker.admin import serve_admin
+from broker.config import BrokerConfig, managed_ledger_config
 from broker.connection import ServerConnection
 from broker.entry_meta import parse_metadata
 from broker.errors import (
@@ -34,10 +37,11 @@ from broker.ownership import OwnershipCache, bundle_of
 from broker.schemas import SchemaRegistry
 from broker.topic import PersistentTopic
 from broker.topic_pattern import filter_topics
-from managed_ledger import ManagedLedgerConfig
+from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from managed_ledger.errors import ManagedLedgerError
 from metadata import values
 from metadata.errors import MetadataError
+from metadata.store import MetadataStore
 from quire.config import naming_the_port
 
 log = logging.getLogger(__name__)
@@ -297,22 +301,8 @@ class BrokerService:
         log.info("loaded topic %s", name)
         return topic
 
-    def ml_config(self, policies: dict[str, Any]) -> Any:
-        c = self.config
-        retention = policies.get("retention_policies") or {}
-        return ManagedLedgerConfig(
-            ensemble_size=c.managed_ledger_default_ensemble_size,
-            write_quorum=c.managed_ledger_default_write_quorum,
-            ack_quorum=c.managed_ledger_default_ack_quorum,
-            metadata_ensemble_size=c.managed_ledger_default_ensemble_size,
-            metadata_write_quorum=c.managed_ledger_default_write_quorum,
-            metadata_ack_quorum=c.managed_ledger_default_ack_quorum,
-            max_entries_per_ledger=c.managed_ledger_max_entries_per_ledger,
-            max_size_per_ledger_mb=c.managed_ledger_max_size_per_ledger_mbytes,
-            retention_time_minutes=retention.get("retentionTimeInMinutes", c.default_retention_time_in_minutes),
-            retention_size_mb=retention.get("retentionSizeInMB", c.default_retention_size_in_mb),
-            retention_check_interval_seconds=c.retention_check_interval_in_seconds,
-        )
+    def ml_config(self, policies: dict[str, Any]) -> ManagedLedgerConfig:
+        return managed_ledger_config(self.config, policies)
 
     def forget_topic(self, topic: PersistentTopic) -> None:
         if self.topics.get(str(topic.name)) is topic:
@@ -382,3 +372,23 @@ class BrokerService:
             c.cluster_name, {"serviceUrl": self.web_url, "brokerServiceUrl": self.service_url}, exist_ok=True)
         await self.namespaces.create_tenant("public", {"allowedClusters": [c.cluster_name]}, exist_ok=True)
         await self.namespaces.create_namespace(NamespaceName("public", "default"), exist_ok=True)
+
+
+async def run_broker(
+    config: BrokerConfig, store: MetadataStore, *, client_config: ClientConfig | None = None,
+    local_bookies: Mapping[str, RequestHandler] | None = None,
+    task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A broker on an open metadata store, for both entry points (``quire broker`` and
+    ``quire standalone``): ledger client (``client_config``, the ``[bookkeeper_client]`` table),
+    managed-ledger factory (``managed_ledger_config``), protocol and admin listeners; runs until
+    cancelled. ``local_bookies``: bookies of this process, reached without a socket (standalone)."""
+    async with BookKeeper(store, client_config or ClientConfig(), local_bookies=local_bookies) as bk:
+        async with ManagedLedgerFactory(store, bk, managed_ledger_config(config)) as factory:
+            service = BrokerService(config, store, factory)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(serve_admin, service, config.bind_address, config.web_service_port)
+                await nursery.start(service.run)
+                log.info("broker serving %s and %s", service.service_url, service.web_url)
+                task_status.started(service)
+                await trio.sleep_forever()

@@ -14,18 +14,15 @@ import dataclasses
 import functools
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import trio
 
 from bookie.bookie import Bookie
-from bookie.client import BookKeeper, ClientConfig
-from bookie.client.local_bookie import RequestHandler
+from bookie.client import ClientConfig
 from bookie.config import BookieConfig
-from broker.admin import serve_admin
 from broker.config import BrokerConfig
-from broker.service import BrokerService
-from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from broker.service import BrokerService, run_broker
 from metadata import open_store
 
 log = logging.getLogger(__name__)
@@ -64,6 +61,7 @@ async def run_standalone(
     broker_config: BrokerConfig,
     bookie_overrides: dict[str, Any] | None = None,
     *,
+    client_config: ClientConfig | None = None,
     stop: trio.Event | None = None,
     task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -89,7 +87,8 @@ async def run_standalone(
             # clients still use its port.
             local = {bookie.bookie_id: bookie.processor}
             async with trio.open_nursery() as inner:
-                service = await inner.start(functools.partial(run_broker, broker_config, store, local_bookies=local))
+                service = await inner.start(functools.partial(run_broker, broker_config, store, local_bookies=local,
+                                                              client_config=client_config))
                 task_status.started(service)
                 await stop.wait()
                 log.info("stopping the broker")
@@ -101,28 +100,3 @@ async def run_standalone(
     finally:
         with trio.CancelScope(shield=True):
             await store.close()
-
-
-async def run_broker(
-    config: BrokerConfig, store: Any, *, local_bookies: Mapping[str, RequestHandler] | None = None,
-    task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """A broker on an open metadata store (bookies found through it); runs until cancelled.
-    ``local_bookies``: bookies of this process, reached without a socket (standalone)."""
-    ml_config = ManagedLedgerConfig(
-        ensemble_size=config.managed_ledger_default_ensemble_size,
-        write_quorum=config.managed_ledger_default_write_quorum,
-        ack_quorum=config.managed_ledger_default_ack_quorum,
-        metadata_ensemble_size=config.managed_ledger_default_ensemble_size,
-        metadata_write_quorum=config.managed_ledger_default_write_quorum,
-        metadata_ack_quorum=config.managed_ledger_default_ack_quorum,
-    )
-    async with BookKeeper(store, ClientConfig(), local_bookies=local_bookies) as bk:
-        async with ManagedLedgerFactory(store, bk, ml_config) as factory:
-            service = BrokerService(config, store, factory)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(serve_admin, service, config.bind_address, config.web_service_port)
-                await nursery.start(service.run)
-                log.info("broker serving %s and %s", service.service_url, service.web_url)
-                task_status.started(service)
-                await trio.sleep_forever()
