@@ -16,6 +16,9 @@ from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import httpx
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -760,12 +763,9 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return _error(500, f"internal error: {type(exc).__name__}")
 
 
-async def serve_admin(service: "BrokerService", host: str, port: int, *, task_status: Any) -> None:
+async def serve_admin(service: "BrokerService", host: str, port: int, *,
+                      task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the admin HTTP server; started() reports the bound port."""
-    import trio
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
     guard_connections()
     config = Config()
     config.bind = [f"{host}:{port}"]

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import Any
 
 from broker.entry_meta import parse_metadata
 from managed_ledger import Position
+from managed_ledger.interfaces import ManagedCursorView, ManagedLedgerView
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +30,13 @@ class DupStatus(enum.Enum):
 
 
 class Deduplication:
-    def __init__(self, ml: Any, entries_interval: int = 1000, max_producers: int = 10000) -> None:
+    def __init__(self, ml: ManagedLedgerView, entries_interval: int = 1000, max_producers: int = 10000) -> None:
         self.ml = ml
         self.entries_interval = max(1, entries_interval)
         self.max_producers = max_producers
         self.pushed: dict[str, int] = {}
         self.persisted: dict[str, int] = {}
-        self.cursor: Any = None
+        self.cursor: ManagedCursorView | None = None
         self._since_snapshot = 0
 
     async def recover(self) -> None:

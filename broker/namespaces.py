@@ -16,6 +16,7 @@ from broker.names import NamespaceName, TopicName, check_name_part
 from broker.policies import bundle_boundaries, check_stored, parse_namespace_policies
 from metadata import values
 from metadata.errors import AlreadyExistsError, BadVersionError, NotFoundError
+from metadata.store import MetadataStore
 
 
 def default_policies(num_bundles: int, cluster: str) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def default_policies(num_bundles: int, cluster: str) -> dict[str, Any]:
 
 
 class NamespaceResources:
-    def __init__(self, store: Any, cluster: str, num_bundles: int = 4) -> None:
+    def __init__(self, store: MetadataStore, cluster: str, num_bundles: int = 4) -> None:
         self.store = store
         self.cluster = cluster
         self.num_bundles = num_bundles

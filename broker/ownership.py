@@ -17,6 +17,7 @@ from broker.names import NamespaceName, TopicName
 from broker.policies import parse_boundaries
 from metadata import values
 from metadata.errors import AlreadyExistsError, BadVersionError, NotFoundError
+from metadata.store import MetadataStore
 
 
 def _checked(boundaries: list[str], what: object) -> list[int]:
@@ -41,7 +42,7 @@ def bundles(boundaries: list[str]) -> list[str]:
 
 
 class OwnershipCache:
-    def __init__(self, store: Any, native_url: str, http_url: str) -> None:
+    def __init__(self, store: MetadataStore, native_url: str, http_url: str) -> None:
         self.store = store
         self.native_url = native_url
         self.http_url = http_url

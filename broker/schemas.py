@@ -14,6 +14,7 @@ from broker.errors import IncompatibleSchemaError
 from broker.names import TopicName
 from metadata import values
 from metadata.errors import AlreadyExistsError, BadVersionError, NotFoundError
+from metadata.store import MetadataStore
 
 NONE_TYPE = 0  # Schema.Type None: raw bytes, compatible with everything
 
@@ -27,7 +28,7 @@ def version_int(data: bytes) -> int:
 
 
 class SchemaRegistry:
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: MetadataStore) -> None:
         self.store = store
 
     @staticmethod

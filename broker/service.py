@@ -37,8 +37,10 @@ from broker.ownership import OwnershipCache, bundle_of
 from broker.schemas import SchemaRegistry
 from broker.topic import PersistentTopic
 from broker.topic_pattern import filter_topics
-from managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from managed_ledger.config import ManagedLedgerConfig
+from managed_ledger.factory import ManagedLedgerFactory
 from managed_ledger.errors import ManagedLedgerError
+from managed_ledger.interfaces import ManagedLedgerFactoryView
 from metadata import values
 from metadata.errors import MetadataError
 from metadata.store import MetadataStore
@@ -51,7 +53,7 @@ FILTER_IN_THREAD_ABOVE = 1000
 
 
 class BrokerService:
-    def __init__(self, config: BrokerConfig, store: Any, ml_factory: Any) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, ml_factory: ManagedLedgerFactoryView) -> None:
         self.config = config
         self.store = store
         self.factory = ml_factory

@@ -34,6 +34,7 @@ from broker.producer import PendingSend, Producer
 from broker.rates import Rates
 from broker.subscription import Subscription
 from managed_ledger import Entry, Position
+from managed_ledger.interfaces import ManagedCursorView, ManagedLedgerView
 from managed_ledger.errors import (
     ManagedLedgerError,
     ManagedLedgerFencedError,
@@ -71,7 +72,7 @@ class _Entered:
 
 
 class PersistentTopic:
-    def __init__(self, service: "BrokerService", name: TopicName, ml: Any, policies: dict[str, Any]) -> None:
+    def __init__(self, service: "BrokerService", name: TopicName, ml: ManagedLedgerView, policies: dict[str, Any]) -> None:
         self.service = service
         self.config = service.config
         self.name = name
@@ -432,7 +433,7 @@ class PersistentTopic:
             out.extend(await self.ml.read_range(run[0].ledger_id, run[0].entry_id, run[-1].entry_id))
         return out
 
-    async def position_for_timestamp(self, cursor: Any, timestamp_ms: int) -> Position:
+    async def position_for_timestamp(self, cursor: ManagedCursorView, timestamp_ms: int) -> Position:
         """The first entry published at or after ``timestamp_ms`` (LATEST if none)."""
         newest_before = await cursor.find_newest_matching(
             lambda e: parse_metadata(e.data).publish_time < timestamp_ms, all_entries=True)
@@ -441,7 +442,7 @@ class PersistentTopic:
         nxt = self.ml.next_valid_position(newest_before)
         return LATEST if nxt > self.ml.last_confirmed_entry else nxt
 
-    async def reset_cursor(self, cursor: Any, target: Position) -> None:
+    async def reset_cursor(self, cursor: ManagedCursorView, target: Position) -> None:
         """Make ``target`` the next entry the cursor delivers (EARLIEST/LATEST allowed)."""
         await cursor.reset_cursor(target)
 

@@ -34,6 +34,10 @@ class ManagedCursorView(Protocol):
     @property
     def batch_deleted_indexes(self) -> dict[Position, list[int]]: ...
 
+    @property
+    def properties(self) -> Mapping[str, int]:
+        """The properties of the last mark-delete (deduplication keeps its snapshot there)."""
+
     async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` from the read position (may be empty)."""
 
@@ -77,6 +81,10 @@ class ManagedLedgerView(Protocol):
 
     @property
     def total_size(self) -> int: ...
+
+    @property
+    def cursors(self) -> Mapping[str, ManagedCursorView]:
+        """The durable cursors, by name."""
 
     async def add_entry(self, data: bytes) -> Position:
         """Append; positions follow the order in which the calls began."""
