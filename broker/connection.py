@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import trio
 
 from broker.consumer import Consumer, Delivery
-from broker.errors import BrokerError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
+from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
 from broker.names import NamespaceName, TopicName
 from broker.producer import Producer, check_message
 from broker.schemas import version_bytes, version_int
@@ -506,7 +506,7 @@ class ServerConnection:
         highest = c.highest_sequence_id if c.HasField("highest_sequence_id") else 0
         if frame.checksum_ok is False:
             slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
-            producer.complete(slot, -1, -1, ("ChecksumError", "Checksum failed on the broker"))
+            producer.complete(slot, -1, -1, ChecksumError("Checksum failed on the broker"))
             return True
         try:
             check_message(frame)
@@ -514,7 +514,7 @@ class ServerConnection:
             # Stored, it would fail every consumer and every restart that reads it.
             log.info("rejected a SEND of producer %s on %s: %s", producer.name, producer.topic.name, exc)
             slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
-            producer.complete(slot, -1, -1, (exc.server_error, str(exc)))
+            producer.complete(slot, -1, -1, exc)
             return True
         data = frame.stored_entry()
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.errors import InvalidMessageError
+from broker.errors import BrokerError, InvalidMessageError
 from broker.rates import Rates
 from clients.protocol import frames
 from clients.protocol.errors import ProtocolError
@@ -58,7 +58,7 @@ class PendingSend:
     size: int
     ledger_id: int = -1
     entry_id: int = -1
-    error: tuple[str, str] | None = None  # (ServerError name, message)
+    error: BrokerError | None = None  # answered as SEND_ERROR(error.server_error, str(error))
     done: bool = False
 
 
@@ -89,7 +89,7 @@ class Producer:
         self._pending.append(slot)
         return slot
 
-    def complete(self, slot: PendingSend, ledger_id: int, entry_id: int, error: tuple[str, str] | None = None) -> None:
+    def complete(self, slot: PendingSend, ledger_id: int, entry_id: int, error: BrokerError | None = None) -> None:
         slot.ledger_id, slot.entry_id, slot.error, slot.done = ledger_id, entry_id, error, True
         self._flush()
 
@@ -104,7 +104,7 @@ class Producer:
                 self.bytes_in += s.size
                 self.peer.send_receipt(self.producer_id, s.sequence_id, s.highest_sequence_id, s.ledger_id, s.entry_id)
             else:
-                self.peer.send_send_error(self.producer_id, s.sequence_id, s.error[0], s.error[1])
+                self.peer.send_send_error(self.producer_id, s.sequence_id, s.error.server_error, str(s.error))
 
     @property
     def pending_count(self) -> int:

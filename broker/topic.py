@@ -24,10 +24,13 @@ from broker.entry_meta import entry_info, parse_metadata
 from broker.errors import (
     ConflictError,
     NotAllowedError,
+    PersistenceError,
     ProducerBusyError,
     ProducerFencedError,
+    ServiceNotReadyError,
     SubscriptionNotFoundError,
     TopicFencedError,
+    TopicTerminatedError,
 )
 from broker.names import TopicName, check_subscription_name
 from broker.producer import PendingSend, Producer
@@ -262,7 +265,7 @@ class PersistentTopic:
     async def publish(self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None]) -> None:
         """Persist one SEND; the receipt goes out (in order) when it is stored."""
         if self.closed or self.fenced:
-            producer.complete(slot, -1, -1, ("ServiceNotReady", "Topic is closing"))
+            producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is closing"))
             on_done()
             return
         dedup = self.dedup
@@ -273,7 +276,7 @@ class PersistentTopic:
                 on_done()
                 return
             if status is DupStatus.UNKNOWN:
-                producer.complete(slot, -1, -1, ("PersistenceError", "Cannot determine whether the message is a duplicate at this time"))
+                producer.complete(slot, -1, -1, PersistenceError("Cannot determine whether the message is a duplicate at this time"))
                 on_done()
                 return
         assert self._nursery is not None
@@ -293,19 +296,19 @@ class PersistentTopic:
             entered.release()
             pos: Position = await self.ml.add_entry(data)
         except ManagedLedgerFencedError as exc:
-            producer.complete(slot, -1, -1, ("ServiceNotReady", "Topic is fenced"))
+            producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is fenced"))
             self._fenced(exc)
             if self.dedup:
                 self.dedup.failed(producer.name)
             return
         except ManagedLedgerTerminatedError:
-            producer.complete(slot, -1, -1, ("TopicTerminatedError", "Topic was terminated"))
+            producer.complete(slot, -1, -1, TopicTerminatedError("Topic was terminated"))
             return
         except ManagedLedgerError as exc:
             log.warning("add to %s failed: %r", self.name, exc)
             if self.dedup:
                 self.dedup.failed(producer.name)
-            producer.complete(slot, -1, -1, ("PersistenceError", f"Failed to persist: {exc}"))
+            producer.complete(slot, -1, -1, PersistenceError(f"Failed to persist: {exc}"))
             return
         finally:
             on_done()
