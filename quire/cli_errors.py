@@ -14,9 +14,9 @@ import os
 import re
 import sys
 import traceback
-from typing import Iterator
-
 import click
+
+from quire.config import exception_leaves
 
 NOT_LISTENING = "nothing is listening; is `quire standalone` running?"
 
@@ -30,19 +30,10 @@ PORT_FLAGS = {
 _command = ""  # the subcommand being run (set by run())
 
 
-def leaves(exc: BaseException) -> Iterator[BaseException]:
-    """The exceptions inside (nested) exception groups, depth first."""
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from leaves(inner)
-    else:
-        yield exc
-
-
 def cause(exc: BaseException) -> BaseException:
     """The one exception worth describing: a KeyboardInterrupt or broken pipe wins, then the first
     leaf that is not a cancellation."""
-    found = list(leaves(exc))
+    found = list(exception_leaves(exc))
     for kind in (KeyboardInterrupt, BrokenPipeError):
         for leaf in found:
             if isinstance(leaf, kind):

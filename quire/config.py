@@ -50,15 +50,17 @@ def naming_the_port(key: str, host: str, port: int) -> Iterator[None]:
             raise PortInUseError(key, host, port) from None
         raise
     except BaseExceptionGroup as group:
-        if any(isinstance(e, OSError) and e.errno == errno.EADDRINUSE for e in _leaves(group)):
+        if any(isinstance(e, OSError) and e.errno == errno.EADDRINUSE for e in exception_leaves(group)):
             raise PortInUseError(key, host, port) from None
         raise
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
+def exception_leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside (nested) exception groups, depth first (trio wraps errors raised in
+    nurseries in groups)."""
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            yield from _leaves(inner)
+            yield from exception_leaves(inner)
     else:
         yield exc
 
