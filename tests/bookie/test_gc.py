@@ -1,0 +1,366 @@
+"""Garbage collection and compaction of entry logs (bookie.garbage_collector, compactor)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from bookie import entry_log_format as elf
+from bookie.entry_log_metadata import EntryLogMetadata, EntryLogMetadataMap, read_metadata
+from bookie.entry_logger import list_log_ids
+from bookie.errors import NoLedgerError
+from bookie.garbage_collector import GarbageCollector
+from bookie.ledger_storage import LedgerStorage
+from bookie.metrics import BookieMetrics
+from metadata import open_store
+from metadata.ledger_ids import ledger_path
+from tests.bookie.gc_workload import (
+    check_entries,
+    gc_config,
+    leftovers,
+    log_bytes,
+    no_read_cache,
+    referenced_logs,
+    write_interleaved,
+)
+
+LEDGERS = list(range(1, 9))
+
+
+async def _store(ledgers: list[int]):
+    store = await open_store(f"memory://gc-{uuid.uuid4().hex}")
+    for lid in ledgers:
+        await store.create(ledger_path(lid), b"meta", make_parents=True)
+    return store
+
+
+def _open(cfg) -> LedgerStorage:
+    storage = LedgerStorage(cfg, BookieMetrics())
+    storage.open()
+    no_read_cache(storage)
+    return storage
+
+
+def _close(storage: LedgerStorage, gc: GarbageCollector | None = None) -> None:
+    if gc is not None:
+        gc.close()
+    storage.close()
+
+
+async def _filled(tmp_path: Path, rounds: int = 6, **cfg_overrides):
+    cfg = gc_config(tmp_path, **cfg_overrides)
+    storage = _open(cfg)
+    expected: dict[tuple[int, int], bytes] = {}
+    await write_interleaved(storage, LEDGERS, rounds, 8, random.Random(1), expected)
+    await storage.checkpoint(None)  # second checkpoint: the logs rotated by the first are indexed
+    return cfg, storage, expected
+
+
+def _gauge(storage: LedgerStorage, name: str, **labels: str) -> float:
+    value = storage.metrics.registry.get_sample_value(name, labels or None)
+    return 0.0 if value is None else value
+
+
+async def test_gc_deletes_dead_ledgers_then_logs_and_compacts_the_rest(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path)
+    cur = storage.dirs[0].current
+    logs_before = list_log_ids(cur)
+    assert len(logs_before) >= 6
+    live = [l for l in LEDGERS if l % 2]
+    store = await _store(live)
+    gc = GarbageCollector(cfg, storage, 0, store, storage.metrics)
+    # a first run without compaction: only the metadata is extracted, nothing is live-deleted
+    await gc.run_once()
+    assert all(storage.is_deleted(l) for l in LEDGERS if l % 2 == 0)
+    assert not any(storage.is_deleted(l) for l in live)
+    assert all(storage.dirs[0].locations.last_entry(l) == -1 for l in LEDGERS if l % 2 == 0)
+    survivors = {k: v for k, v in expected.items() if k[0] % 2}
+    await check_entries(storage, survivors)
+    before = log_bytes(cur)
+    await gc.run_once(force=True, force_major=True)
+    after = log_bytes(cur)
+    live_bytes = sum(len(v) + elf.RECORD_HEADER_SIZE for v in survivors.values())
+    assert after < before
+    assert after <= 1.3 * live_bytes + 8 * elf.HEADER_SIZE  # headers and maps of the few logs left
+    assert gc.status.major_compaction_counter == 1
+    await check_entries(storage, survivors)
+    for lid in LEDGERS:
+        if lid % 2 == 0:
+            with pytest.raises(NoLedgerError):
+                await storage.read_entry(lid, 0)
+    # every log but the current one is referenced by the index (no orphan)
+    current = storage.dirs[0].entry_logger.log_id
+    assert set(list_log_ids(cur)) - {current} <= referenced_logs(storage)
+    assert _gauge(storage, "bookie_gc_deleted_ledgers_total") == 4
+    assert _gauge(storage, "bookie_gc_reclaimed_bytes_total", by="compaction") > 0
+    known = {i: m.ledgers for i, m in gc.metas.items()}
+    _close(storage, gc)
+    # reopened: same bytes, tombstones kept, metadata loaded from RocksDB (no rescan needed)
+    storage = _open(cfg)
+    await check_entries(storage, survivors)
+    assert all(storage.is_deleted(l) for l in LEDGERS if l % 2 == 0)
+    gc = GarbageCollector(cfg, storage, 0, store, storage.metrics)
+    gc.open()
+    assert {i: m.ledgers for i, m in gc.metas.items()} == known and known
+    _close(storage, gc)
+    await store.close()
+
+
+async def test_all_dead_logs_deleted_without_compaction(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, major_compaction_threshold=0.0, minor_compaction_threshold=0.0)
+    cur = storage.dirs[0].current
+    # ledgers 1-8 interleaved; then ledger 20 alone fills fresh logs
+    await write_interleaved(storage, [20], 4, 40, random.Random(2), expected)
+    await storage.checkpoint(None)
+    n_before = len(list_log_ids(cur))
+    for lid in LEDGERS:
+        storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    await gc.run_once(force=True)
+    remaining = list_log_ids(cur)
+    assert len(remaining) < n_before
+    assert _gauge(storage, "bookie_gc_deleted_entry_logs_total") == n_before - len(remaining)
+    await check_entries(storage, {k: v for k, v in expected.items() if k[0] == 20})
+    _close(storage, gc)
+
+
+def _strip_map(path: Path, zero_only: bool) -> None:
+    """Zero the header's map fields (and, unless zero_only, cut the map off the file)."""
+    with open(path, "r+b") as f:
+        header = elf.decode_header(f.read(elf.HEADER_SIZE))
+        if not zero_only:
+            f.truncate(header.ledgers_map_offset)
+        f.seek(0)
+        f.write(elf.encode_header(elf.LogHeader(header.log_id)))
+
+
+@pytest.mark.parametrize("zero_only", [True, False])
+async def test_zeroed_or_missing_ledgers_map_is_scanned_not_deleted(tmp_path: Path, zero_only: bool) -> None:
+    cfg, storage, expected = await _filled(tmp_path)
+    cur = storage.dirs[0].current
+    rotated = [i for i in list_log_ids(cur) if i not in storage.dirs[0].entry_logger.unindexed_ids()]
+    victim = rotated[len(rotated) // 2]
+    meta, from_map = read_metadata(cur / elf.file_name(victim), victim)
+    assert from_map
+    _strip_map(cur / elf.file_name(victim), zero_only)
+    scanned, from_map = read_metadata(cur / elf.file_name(victim), victim)
+    assert not from_map and scanned.ledgers == meta.ledgers and not scanned.corrupt
+    # keep exactly one ledger of the victim log alive
+    keep = min(meta.ledgers)
+    for lid in LEDGERS:
+        if lid != keep:
+            storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    await gc.run_once()  # no compaction: deletion only
+    assert (cur / elf.file_name(victim)).exists()
+    await check_entries(storage, {k: v for k, v in expected.items() if k[0] == keep})
+    _close(storage, gc)
+
+
+async def test_corrupt_log_is_skipped_and_gc_goes_on(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path)
+    cur = storage.dirs[0].current
+    logger = storage.dirs[0].entry_logger
+    rotated = [i for i in list_log_ids(cur) if i not in logger.unindexed_ids()]
+    bad = rotated[1]
+    path = cur / elf.file_name(bad)
+    _strip_map(path, zero_only=False)  # scanned ...
+    with open(path, "r+b") as f:  # ... and a record in the middle is garbage
+        f.seek(os.path.getsize(path) // 2)
+        f.write(b"\xff" * 64)
+    for lid in LEDGERS:
+        storage.mark_deleted(lid)  # every log is dead: all but the corrupt one go
+    await storage.checkpoint(None)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    await gc.run_once(force=True)
+    left = set(list_log_ids(cur)) - logger.unindexed_ids()
+    assert left == {bad}
+    assert bad in gc.corrupt
+    assert _gauge(storage, "bookie_gc_corrupt_entry_logs") == 1
+    # the next run does not trip over it either
+    await gc.run_once(force=True)
+    assert gc.failed_runs == 0
+    _close(storage, gc)
+
+
+async def test_compaction_of_a_corrupt_log_is_skipped_others_compacted(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path)
+    cur = storage.dirs[0].current
+    logger = storage.dirs[0].entry_logger
+    rotated = [i for i in list_log_ids(cur) if i not in logger.unindexed_ids()]
+    bad = rotated[2]
+    path = cur / elf.file_name(bad)
+    header = elf.decode_header(path.read_bytes()[: elf.HEADER_SIZE])
+    with open(path, "r+b") as f:  # map intact, a record before it broken
+        f.seek(header.ledgers_map_offset - 200)
+        f.write(b"\x00\x01" * 50)
+    for lid in LEDGERS:
+        if lid % 2 == 0:
+            storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    await gc.run_once(force=True, force_major=True)
+    assert bad in gc.corrupt and path.exists()
+    assert gc.status.major_compaction_counter == 1
+    assert _gauge(storage, "bookie_gc_compacted_entry_logs_total") >= len(rotated) - 2
+    _close(storage, gc)
+
+
+class _HookStore:
+    """Delegates to a store; runs ``hook`` right after the leaf directory of ledgers 0-9999
+    was listed, so what the hook creates is missing from this listing."""
+
+    def __init__(self, store, hook) -> None:
+        self._store, self._hook = store, hook
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    async def children(self, path, watch=None):
+        names = await self._store.children(path)
+        if self._hook is not None and path.endswith("/00/0000"):
+            hook, self._hook = self._hook, None
+            await hook()
+        return names
+
+
+async def test_ledger_created_during_gc_is_not_collected(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, rounds=2)
+    real = await _store(LEDGERS)
+    storage.create_ledger(50, b"k")  # local, never in the metadata store: collected
+
+    async def create_ledger_now() -> None:
+        # A client creates ledger 99 (metadata first, then its first add reaches the bookie).
+        await real.create(ledger_path(99), b"meta", make_parents=True)
+        storage.create_ledger(99, b"k")
+        await real.create(ledger_path(100), b"meta", make_parents=True)
+
+    gc = GarbageCollector(cfg, storage, 0, _HookStore(real, create_ledger_now), storage.metrics)  # type: ignore[arg-type]
+    deleted = await gc.gc_ledgers()
+    assert deleted == [50]
+    assert storage.state(99) is not None and not storage.is_deleted(99)
+    # and the next run sees 99 in the store
+    assert await gc.gc_ledgers() == []
+    _close(storage, gc)
+    await real.close()
+
+
+async def test_tombstone_survives_restart_and_refuses_the_ledger(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, rounds=1)
+    store = await _store([1, 2, 3])
+    gc = GarbageCollector(cfg, storage, 0, store, storage.metrics)
+    await gc.gc_ledgers()
+    _close(storage, gc)  # no checkpoint after GC: the tombstone was persisted by GC itself
+    storage = _open(cfg)
+    assert storage.is_deleted(5) and storage.state(5) is None
+    with pytest.raises(NoLedgerError):
+        storage.create_ledger(5, b"k")  # a late add or journal replay cannot recreate it
+    with pytest.raises(NoLedgerError):
+        await storage.read_entry(5, 0)
+    _close(storage)
+    await store.close()
+
+
+async def test_reads_never_fail_during_compaction(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, compaction_rate_by_entries=400)
+    for lid in LEDGERS:
+        if lid % 2 == 0:
+            storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    survivors = sorted((k, v) for k, v in expected.items() if k[0] % 2)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    reads = 0
+    compacting = True
+
+    async def reader() -> None:
+        nonlocal reads
+        rng = random.Random(3)
+        while compacting:
+            (lid, eid), data = rng.choice(survivors)
+            assert await storage.read_entry(lid, eid) == data
+            reads += 1
+            await trio.sleep(0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        nursery.start_soon(reader)
+        await gc.run_once(force=True, force_major=True)
+        compacting = False
+    assert gc.status.major_compaction_counter == 1 and _gauge(storage, "bookie_gc_compacted_entry_logs_total") > 0
+    assert reads > 50
+    # a location looked up before compaction moved the entry: the read retries the new one
+    await check_entries(storage, dict(survivors))
+    _close(storage, gc)
+
+
+def test_entry_log_metadata_codec_and_map(tmp_path: Path) -> None:
+    meta = EntryLogMetadata(7, {1: 100, 2**62: 5}, 300)
+    back = EntryLogMetadata.decode(meta.encode())
+    assert back == meta and back.remaining_size == 105 and abs(back.usage - 0.35) < 1e-9
+    m = EntryLogMetadataMap(tmp_path / "meta")
+    m.put(meta)
+    m.put(EntryLogMetadata(8, {}, 0))
+    m.delete(8)
+    assert m.load_all() == {7: meta}
+    m.close()
+
+
+SIGKILL_CYCLES = int(os.environ.get("QUIRE_GC_KILL_CYCLES", "20"))
+_POINTS = ["copy", "copied", "renamed", "indexed", "old_deleted", "done", ""]
+
+
+async def test_sigkill_during_compaction_loses_nothing(tmp_path: Path) -> None:
+    rng = random.Random(12)
+    cfg = gc_config(tmp_path)
+    expected: dict[tuple[int, int], bytes] = {}
+    deleted: set[int] = set()
+    next_lid = 1
+    live: list[int] = []
+    killed = 0
+    for cycle in range(SIGKILL_CYCLES):
+        storage = _open(cfg)
+        new = list(range(next_lid, next_lid + 3))
+        next_lid += 3
+        live += new
+        await write_interleaved(storage, live, 2, 3, rng, expected)
+        await storage.checkpoint(None)
+        for lid in rng.sample(live, k=min(len(live) // 2, 3)):
+            storage.mark_deleted(lid)
+            live.remove(lid)
+            deleted.add(lid)
+            for key in [k for k in expected if k[0] == lid]:
+                del expected[key]
+        await storage.checkpoint(None)
+        _close(storage)
+        point = rng.choice(_POINTS)
+        env = dict(os.environ, QUIRE_TEST_COMPACTION_KILL=f"{point}:{rng.randint(1, 3)}" if point else "")
+        proc = await trio.run_process(
+            [sys.executable, "-m", "tests.bookie.gc_kill_child", str(tmp_path)], env=env, check=False
+        )
+        assert proc.returncode in (0, -9), proc.returncode
+        killed += proc.returncode == -9
+        # recovery at open, then every surviving entry, no resurrection, no leftover
+        storage = _open(cfg)
+        cur = storage.dirs[0].current
+        assert leftovers(cur) == []
+        await check_entries(storage, expected)
+        for lid in deleted:
+            assert storage.is_deleted(lid)
+            assert storage.dirs[0].locations.last_entry(lid) == -1
+        gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+        await gc.run_once(force=True, force_major=True)
+        current = storage.dirs[0].entry_logger.log_id
+        unreferenced = set(list_log_ids(cur)) - {current} - referenced_logs(storage)
+        assert unreferenced == set(), f"cycle {cycle}: orphan logs {unreferenced}"
+        await check_entries(storage, expected)
+        _close(storage, gc)
+    assert killed >= SIGKILL_CYCLES // 3
