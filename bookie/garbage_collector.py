@@ -363,7 +363,7 @@ class GarbageCollector:
         d = self.dir
         busy = d.entry_logger.unindexed_ids() | {d.entry_logger.log_id}
         candidates = sorted(
-            (m for i, m in self.metas.items() if i not in busy and m.total_size and m.usage < threshold),
+            (m for i, m in self.metas.items() if i not in busy and i not in self.corrupt and m.total_size and m.usage < threshold),
             key=lambda m: m.usage,
         )
         deadline = time.monotonic() + max_time_ms / 1000.0 if max_time_ms > 0 else None

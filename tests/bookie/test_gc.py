@@ -364,3 +364,22 @@ async def test_sigkill_during_compaction_loses_nothing(tmp_path: Path) -> None:
         await check_entries(storage, expected)
         _close(storage, gc)
     assert killed >= SIGKILL_CYCLES // 3
+
+
+async def test_disk_pressure_suspends_compaction(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, rounds=1)
+    used = {"f": 0.5}
+    storage.disk_usage = lambda: (int((1 - used["f"]) * 1000), 1000)  # type: ignore[method-assign]
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    assert gc._allowed(False) == (True, True)
+    used["f"] = 0.92  # over disk_usage_warn_threshold 0.90: major suspended
+    assert gc._allowed(False) == (False, True)
+    used["f"] = 0.96  # over disk_usage_threshold 0.95: both
+    assert gc._allowed(False) == (False, False)
+    assert gc._allowed(True) == (True, True)  # a forced run (PUT /gc) still compacts
+    gc.suspend_minor = True
+    assert gc._allowed(True) == (True, False)
+    gc.config.is_force_gc_allow_when_no_space = True
+    gc.suspend_minor = False
+    assert gc._allowed(False) == (True, True)
+    _close(storage, gc)
