@@ -367,7 +367,7 @@ async def test_sigkill_during_compaction_loses_nothing(tmp_path: Path) -> None:
 
 
 async def test_disk_pressure_suspends_compaction(tmp_path: Path) -> None:
-    cfg, storage, expected = await _filled(tmp_path, rounds=1)
+    cfg, storage, expected = await _filled(tmp_path, rounds=1, disk_usage_threshold=0.95, disk_usage_lwm_threshold=0.9)
     used = {"f": 0.5}
     storage.disk_usage = lambda: (int((1 - used["f"]) * 1000), 1000)  # type: ignore[method-assign]
     gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
