@@ -221,7 +221,7 @@ class GarbageCollector:
             await self.delete_ledger(lid)
             deleted.append(lid)
         if deleted:
-            log.info("GC: %d ledgers deleted from the metadata store dropped locally", len(deleted))
+            log.info("GC: %d ledgers deleted from the metadata store dropped locally: %s", len(deleted), deleted[:50])
         return deleted
 
     async def delete_ledger(self, lid: int) -> None:
