@@ -383,3 +383,37 @@ async def test_disk_pressure_suspends_compaction(tmp_path: Path) -> None:
     gc.suspend_minor = False
     assert gc._allowed(False) == (True, True)
     _close(storage, gc)
+
+
+async def test_shell_lists_entry_logs_and_rebuilds_the_index(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from click.testing import CliRunner
+
+    from bookie.cli import bookie_shell
+
+    cfg, storage, expected = await _filled(tmp_path)
+    for lid in LEDGERS:
+        if lid % 2 == 0:
+            storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    await gc.run_once(force=True, force_major=True)  # some logs are compacted copies now
+    _close(storage, gc)
+    dirs = cfg.ledger_directories[0]
+    out = CliRunner().invoke(bookie_shell, ["list-entry-logs", "--ledger-dirs", dirs])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.output.splitlines()]
+    assert rows and all("age_s" in r and "size" in r for r in rows)
+    assert any(r.get("ledgers") and not r["dead_ledgers"] and r["usage"] == 1.0 for r in rows)
+    cur = Path(dirs) / "current"
+    shutil.rmtree(cur / "locations")  # the index is lost
+    (cur / "locations").mkdir()
+    out = CliRunner().invoke(bookie_shell, ["rebuild-index", "--ledger-dirs", dirs])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["entries"] >= len([k for k in expected if k[0] % 2])
+    storage = _open(cfg)
+    await check_entries(storage, {k: v for k, v in expected.items() if k[0] % 2})
+    assert all(storage.dirs[0].locations.last_entry(l) == -1 for l in LEDGERS if l % 2 == 0)
+    _close(storage)
