@@ -395,6 +395,7 @@ class GarbageCollector:
             return st is None or not st.deleted
 
         old_size = os.path.getsize(d.current / elf.file_name(old_id))
+        t0 = time.monotonic()
         new_id = await trio.to_thread.run_sync(d.entry_logger.allocate_log_id, limiter=self._limiter)
         copy = await trio.to_thread.run_sync(
             compactor.copy_live_entries, d.current, meta, new_id, d.locations, is_live, throttle, by_bytes, deadline,
@@ -418,6 +419,9 @@ class GarbageCollector:
         new_size = os.path.getsize(d.current / elf.file_name(new_id))
         self.metrics.gc_reclaimed_bytes.labels("compaction").inc(max(0, old_size - new_size))
         self.metrics.gc_compacted_entry_logs.inc()
+        self.metrics.gc_compaction_read_bytes.inc(old_size)
+        self.metrics.gc_compaction_written_bytes.inc(new_size)
+        self.metrics.gc_compaction_seconds.inc(time.monotonic() - t0)
         log.info(
             "entry log %x compacted into %x: %d entries, %d -> %d bytes", old_id, new_id, len(copy.moved), old_size, new_size
         )

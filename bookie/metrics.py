@@ -50,6 +50,13 @@ class BookieMetrics:
         self.gc_reclaimed_bytes = Counter(
             "bookie_gc_reclaimed_bytes", "Bytes given back by deleting or compacting entry logs", ["by"], registry=r
         )
+        self.gc_compaction_read_bytes = Counter(
+            "bookie_gc_compaction_read_bytes", "Bytes of entry logs compacted (the old logs' sizes)", registry=r
+        )
+        self.gc_compaction_written_bytes = Counter(
+            "bookie_gc_compaction_written_bytes", "Bytes of compacted logs written", registry=r
+        )
+        self.gc_compaction_seconds = Counter("bookie_gc_compaction_seconds", "Time spent compacting logs", registry=r)
         self.gc_failed_deletes = Counter("bookie_gc_failed_deletes", "Entry-log deletions that failed (retried)", registry=r)
         self.gc_corrupt_entry_logs = Gauge("bookie_gc_corrupt_entry_logs", "Entry logs skipped as corrupt", registry=r)
         self.entry_logs = Gauge("bookie_entry_logs", "Entry log files per ledger dir", ["dir"], registry=r)
