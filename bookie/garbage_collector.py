@@ -218,24 +218,12 @@ class GarbageCollector:
         for lid in sorted(local - present):
             if await self.store.exists(ledger_path(lid)) is not None:
                 continue  # listed while being created or a listing glitch: keep it
-            await self.delete_ledger(lid)
             deleted.append(lid)
         if deleted:
+            await self.storage.tombstone(deleted)
+            self.metrics.gc_deleted_ledgers.inc(len(deleted))
             log.info("GC: %d ledgers deleted from the metadata store dropped locally: %s", len(deleted), deleted[:50])
         return deleted
-
-    async def delete_ledger(self, lid: int) -> None:
-        """Tombstone (synced) then drop the ledger's location index range."""
-        self.storage.mark_deleted(lid)
-        state = self.storage.states[lid]
-        d = self.dir
-
-        def persist() -> None:
-            d.ledgers.put_batch({lid: state})
-            d.locations.delete_ledger(lid)
-
-        await trio.to_thread.run_sync(persist, limiter=self._limiter)
-        self.metrics.gc_deleted_ledgers.inc()
 
     # --- 2-3. entry-log metadata and deletion -----------------------------------------------------
 

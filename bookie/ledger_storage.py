@@ -352,6 +352,26 @@ class LedgerStorage:
         except OSError as exc:
             raise BookieIOError(f"checkpoint failed: {exc}") from exc
 
+    async def tombstone(self, ledger_ids: list[int]) -> None:
+        """Mark ledgers deleted and persist that at once (synced), dropping their index ranges.
+
+        Under the flush lock: a checkpoint that copied a ledger's state before the tombstone
+        would otherwise write the live state over it after we wrote it."""
+        async with self._flush_lock:
+            for lid in ledger_ids:
+                self.mark_deleted(lid)
+            n = len(self.dirs)
+            per_dir = {i: {lid: self.states[lid] for lid in ledger_ids if lid % n == i} for i in range(n)}
+
+            def persist() -> None:
+                for i, states in per_dir.items():
+                    if states:
+                        self.dirs[i].ledgers.put_batch(states)
+                        for lid in states:
+                            self.dirs[i].locations.delete_ledger(lid)
+
+            await trio.to_thread.run_sync(persist)
+
     async def run_locked_index_update(self, fn: Callable[..., object], *args: object) -> object:
         """Run ``fn(*args)`` in a thread while no checkpoint writes locations (compaction)."""
         async with self._flush_lock:

@@ -417,3 +417,29 @@ async def test_shell_lists_entry_logs_and_rebuilds_the_index(tmp_path: Path) -> 
     await check_entries(storage, {k: v for k, v in expected.items() if k[0] % 2})
     assert all(storage.dirs[0].locations.last_entry(l) == -1 for l in LEDGERS if l % 2 == 0)
     _close(storage)
+
+
+async def test_tombstone_not_overwritten_by_a_concurrent_checkpoint(tmp_path: Path) -> None:
+    import threading
+
+    cfg, storage, expected = await _filled(tmp_path, rounds=1)
+    storage.set_fenced(3)  # ledger 3's live state is dirty: the next checkpoint copies it
+    gate = threading.Event()
+    real = storage._flush_half
+
+    def slow_flush(half, dirty) -> None:  # type: ignore[no-untyped-def]
+        gate.wait(10)
+        real(half, dirty)
+
+    storage._flush_half = slow_flush  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(storage.checkpoint, None)
+        await trio.sleep(0.1)  # the checkpoint holds its copy of ledger 3's state
+        nursery.start_soon(storage.tombstone, [3])
+        await trio.sleep(0.1)
+        gate.set()
+    storage._flush_half = real  # type: ignore[method-assign]
+    _close(storage)  # a crash would lose nothing more: no checkpoint after the tombstone
+    storage = _open(cfg)
+    assert storage.is_deleted(3)
+    _close(storage)
