@@ -193,6 +193,8 @@ class Bookie:
                 log.exception("unregister failed")
             self._server_scope.cancel()
             self._http_shutdown.set()
+            for gc in self.gc:
+                gc.stop()  # a compaction copy must not hold the shutdown back
             if self.state.running:
                 try:
                     await self.journal.flush()

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,10 +77,12 @@ def fsync_dir(path: Path) -> None:
 
 
 class Throttle:
-    """Blocking rate limiter (entries or bytes per second) for the copy loop; <= 0 = none."""
+    """Blocking rate limiter (entries or bytes per second) for the copy loop; <= 0 = none.
+    Its waits end early once ``stop`` is set (the bookie is shutting down)."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, stop: threading.Event | None = None) -> None:
         self.rate = rate
+        self.stop = stop or threading.Event()
         self._start = time.monotonic()
         self._done = 0.0
 
@@ -89,7 +92,7 @@ class Throttle:
         self._done += amount
         ahead = self._done / self.rate - (time.monotonic() - self._start)
         if ahead > 0:
-            time.sleep(ahead)
+            self.stop.wait(ahead)
 
 
 @dataclass
@@ -146,6 +149,8 @@ def copy_live_entries(
             pos += rec.length
             buf_len += rec.length
             throttle.acquire(rec.length if by_bytes else 1)
+            if throttle.stop.is_set():
+                raise CompactionAborted(f"compaction of log {old.log_id:x} stopped: shutting down")
             if buf_len >= _WRITE_CHUNK:
                 write_all_at(fd, buf, pos - buf_len)
                 buf, buf_len = [], 0

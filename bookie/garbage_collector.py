@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -122,6 +123,11 @@ class GarbageCollector:
         self._wake = trio.Event()
         self._forced: tuple[bool, bool] | None = None
         self._limiter = trio.CapacityLimiter(1)
+        self._stop = threading.Event()  # ends a compaction copy early (shutdown)
+
+    def stop(self) -> None:
+        """Abort a compaction in progress (its copy is discarded; the old log stays)."""
+        self._stop.set()
 
     @property
     def dir(self) -> "DirStorage":
@@ -356,7 +362,7 @@ class GarbageCollector:
         )
         deadline = time.monotonic() + max_time_ms / 1000.0 if max_time_ms > 0 else None
         by_bytes = cfg.is_throttle_by_bytes
-        throttle = compactor.Throttle(cfg.compaction_rate_by_bytes if by_bytes else cfg.compaction_rate_by_entries)
+        throttle = compactor.Throttle(cfg.compaction_rate_by_bytes if by_bytes else cfg.compaction_rate_by_entries, self._stop)
         done = 0
         for meta in candidates:
             if deadline is not None and time.monotonic() > deadline:

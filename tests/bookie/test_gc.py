@@ -443,3 +443,39 @@ async def test_tombstone_not_overwritten_by_a_concurrent_checkpoint(tmp_path: Pa
     storage = _open(cfg)
     assert storage.is_deleted(3)
     _close(storage)
+
+
+async def test_stop_aborts_a_throttled_compaction(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, compaction_rate_by_entries=5)  # would take minutes
+    for lid in LEDGERS:
+        if lid % 2 == 0:
+            storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    logs_before = set(list_log_ids(storage.dirs[0].current))
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run_once, True, True, False)
+            await trio.sleep(0.5)
+            gc.stop()
+    cur = storage.dirs[0].current
+    assert leftovers(cur) == [] and _gauge(storage, "bookie_gc_compacted_entry_logs_total") == 0
+    assert set(list_log_ids(cur)) <= logs_before
+    await check_entries(storage, {k: v for k, v in expected.items() if k[0] % 2})
+    _close(storage, gc)
+
+
+async def test_two_ledger_dirs(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(
+        tmp_path, ledger_directories=[str(tmp_path / "l1"), str(tmp_path / "l2")]
+    )
+    store = await _store([1, 2, 5, 6])
+    gcs = [GarbageCollector(cfg, storage, i, store, storage.metrics) for i in range(2)]
+    for gc in gcs:
+        await gc.run_once(force=True, force_major=True)
+    assert sorted(l for l in LEDGERS if storage.is_deleted(l)) == [3, 4, 7, 8]
+    await check_entries(storage, {k: v for k, v in expected.items() if k[0] in (1, 2, 5, 6)})
+    for gc in gcs:
+        gc.close()
+    storage.close()
+    await store.close()
