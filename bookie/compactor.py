@@ -136,14 +136,14 @@ def copy_live_entries(
         buf_len = 0
         scan = ScanResult()
         pack_loc = elf.LOCATION.pack
-        for rec in iter_records(src, scan):
+        for rec in iter_records(src, scan, raw=True):
             lid = rec.ledger_id
             if lid == elf.LEDGERS_MAP_ID or not is_live(lid):
                 continue
             loc = locations.get(lid, rec.entry_id)
             if loc is None or loc.log_id != old.log_id or loc.offset != rec.offset:
                 continue  # superseded, or its ledger's index is gone
-            buf.append(elf.encode_record(lid, rec.entry_id, rec.data))
+            buf.append(rec.data)  # the verified record as it is
             copy.moved.append((lid, rec.entry_id, pack_loc(new_id, pos, rec.length)))
             copy.ledger_bytes[lid] = copy.ledger_bytes.get(lid, 0) + rec.length
             pos += rec.length

@@ -76,7 +76,7 @@ class RecordInfo:
     entry_id: int
     offset: int
     length: int
-    data: bytes
+    data: bytes | memoryview  # the entry's bytes, or the whole record with raw=True
 
 
 class ScanResult:
@@ -97,8 +97,10 @@ def _all_zero(fd: int, start: int, end: int) -> bool:
     return True
 
 
-def iter_records(path: Path, result: ScanResult | None = None) -> Iterator[RecordInfo]:
+def iter_records(path: Path, result: ScanResult | None = None, raw: bool = False) -> Iterator[RecordInfo]:
     """Every record of an entry log file (entries and ledgers-map records), read in chunks.
+    With ``raw`` each record's ``data`` is the whole record (header included, checksum
+    verified) as a view into the read buffer: no copy, for compaction.
 
     Stops at the first bad record; ``result.corrupt`` says why when that record is not the
     torn or zero-filled tail of the file. FormatError if the header itself is bad.
@@ -125,7 +127,11 @@ def iter_records(path: Path, result: ScanResult | None = None) -> Iterator[Recor
                 buf_start = pos
                 continue
             try:
-                lid, eid, data, length = elf.decode_record(buf, rel)
+                if raw:
+                    lid, eid, length = elf.verify_record(buf, rel)
+                    data: bytes | memoryview = memoryview(buf)[rel : rel + length]
+                else:
+                    lid, eid, data, length = elf.decode_record(buf, rel)
             except FormatError as exc:
                 if not _all_zero(fd, pos, file_size):
                     res.corrupt = f"{exc} (offset {pos})"
