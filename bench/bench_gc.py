@@ -135,14 +135,10 @@ def sequential_copy(files: list[Path], scratch: Path) -> tuple[int, float]:
 def index_live_bytes(cur: Path) -> int:
     """Bytes of every record the (stopped) bookie's location index points at."""
     index = EntryLocationIndex(cur / "locations")
-    live = 0
-    it = index._db.iter()
-    it.seek_to_first()
-    while it.valid():
-        live += elf.decode_location(it.value()).length
-        it.next()
-    index.close()
-    return live
+    try:
+        return sum(index.bytes_by_log().values())
+    finally:
+        index.close()
 
 
 class Node:

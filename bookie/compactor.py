@@ -36,6 +36,7 @@ from bookie.entry_log_metadata import EntryLogMetadata, ScanResult, iter_records
 from bookie.errors import BookieIOError, FormatError
 from bookie.file_io import write_all_at
 from bookie.ledger_index import EntryLocationIndex
+from bookie.log_mark import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +67,6 @@ def compacting_name(log_id: int) -> str:
 
 def compacted_name(new_id: int, old_id: int) -> str:
     return f"{new_id:x}.log.{old_id:x}.compacted"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Throttle:
@@ -132,7 +125,7 @@ def copy_live_entries(
     copy = CompactionCopy(old.log_id, new_id, current_dir / compacted_name(new_id, old.log_id))
     try:
         pos = elf.HEADER_SIZE
-        buf: list[bytes] = []
+        buf: list[bytes | memoryview] = []
         buf_len = 0
         scan = ScanResult()
         pack_loc = elf.LOCATION.pack

@@ -459,7 +459,7 @@ class GarbageCollector:
         m = self.metrics
         label = str(self.dir.current)
         m.entry_logs.labels(label).set(len(report))
-        m.oldest_entry_log_age.labels(label).set(max((r["ageSeconds"] for r in report), default=0.0))  # type: ignore[type-var]
+        m.oldest_entry_log_age.labels(label).set(max((r["ageSeconds"] for r in report), default=0.0))  # type: ignore[type-var, arg-type]
         buckets = [0] * 10
         for r in report:
             if r["usage"] is not None:

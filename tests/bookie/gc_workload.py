@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import struct
 from pathlib import Path
 
 from bookie import compactor
@@ -66,13 +65,7 @@ def log_bytes(current: Path) -> int:
 
 def referenced_logs(storage: LedgerStorage) -> set[int]:
     """Log ids the location index points into."""
-    out = set()
-    it = storage.dirs[0].locations._db.iter()
-    it.seek_to_first()
-    while it.valid():
-        out.add(struct.unpack(">Q", it.value()[:8])[0])
-        it.next()
-    return out
+    return set(storage.dirs[0].locations.bytes_by_log())
 
 
 def leftovers(current: Path) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -61,6 +60,13 @@ async def _filled(tmp_path: Path, rounds: int = 6, **cfg_overrides):
     await write_interleaved(storage, LEDGERS, rounds, 8, random.Random(1), expected)
     await storage.checkpoint(None)  # second checkpoint: the logs rotated by the first are indexed
     return cfg, storage, expected
+
+
+def _rotated(storage: LedgerStorage):
+    """(current dir, entry logger, ids of the rotated and indexed logs)."""
+    cur = storage.dirs[0].current
+    logger = storage.dirs[0].entry_logger
+    return cur, logger, [i for i in list_log_ids(cur) if i not in logger.unindexed_ids()]
 
 
 def _gauge(storage: LedgerStorage, name: str, **labels: str) -> float:
@@ -168,9 +174,7 @@ async def test_zeroed_or_missing_ledgers_map_is_scanned_not_deleted(tmp_path: Pa
 
 async def test_corrupt_log_is_skipped_and_gc_goes_on(tmp_path: Path) -> None:
     cfg, storage, expected = await _filled(tmp_path)
-    cur = storage.dirs[0].current
-    logger = storage.dirs[0].entry_logger
-    rotated = [i for i in list_log_ids(cur) if i not in logger.unindexed_ids()]
+    cur, logger, rotated = _rotated(storage)
     bad = rotated[1]
     path = cur / elf.file_name(bad)
     _strip_map(path, zero_only=False)  # scanned ...
@@ -194,9 +198,7 @@ async def test_corrupt_log_is_skipped_and_gc_goes_on(tmp_path: Path) -> None:
 
 async def test_compaction_of_a_corrupt_log_is_skipped_others_compacted(tmp_path: Path) -> None:
     cfg, storage, expected = await _filled(tmp_path)
-    cur = storage.dirs[0].current
-    logger = storage.dirs[0].entry_logger
-    rotated = [i for i in list_log_ids(cur) if i not in logger.unindexed_ids()]
+    cur, logger, rotated = _rotated(storage)
     bad = rotated[2]
     path = cur / elf.file_name(bad)
     header = elf.decode_header(path.read_bytes()[: elf.HEADER_SIZE])

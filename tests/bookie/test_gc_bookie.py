@@ -16,15 +16,7 @@ from metadata import open_store
 from metadata.ledger_ids import ledger_path
 from tests.bookie.gc_workload import log_bytes
 from tests.bookie.helpers import BookieClient, entry, make_config
-
-
-def _samples(text: str) -> dict[str, float]:
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
+from tests.bookie.test_bookie_inprocess import _samples
 
 
 async def _wait_gc_done(http: httpx.AsyncClient) -> None:
