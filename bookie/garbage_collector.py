@@ -139,6 +139,10 @@ class GarbageCollector:
         """Load the persisted entry-log metadata (blocking)."""
         self._meta_map = EntryLogMetadataMap(self.dir.current / META_DB)
         self.metas = self._meta_map.load_all()
+        on_disk = set(list_log_ids(self.dir.current))
+        for log_id in [i for i in self.metas if i not in on_disk]:
+            del self.metas[log_id]  # its log was deleted (crash before the metadata went)
+            self._meta_map.delete(log_id)
 
     def close(self) -> None:
         if self._meta_map is not None:
@@ -288,16 +292,21 @@ class GarbageCollector:
             size = os.path.getsize(path)
         except FileNotFoundError:
             size = 0
+        assert self._meta_map is not None
+        # The persisted metadata goes first: a crash in between leaves a log without metadata
+        # (scanned again), never metadata naming a file that may later be a different log.
+        self._meta_map.delete(log_id)
         try:
             self.dir.entry_logger.retire_log(log_id)
         except OSError as exc:
             # Metadata kept: the next run retries (BookKeeper #3965).
             log.warning("deleting entry log %x failed (retried next run): %s", log_id, exc)
             self.metrics.gc_failed_deletes.inc()
+            meta = self.metas.get(log_id)
+            if meta is not None:
+                self._meta_map.put(meta)
             return
         self.metas.pop(log_id, None)
-        assert self._meta_map is not None
-        self._meta_map.delete(log_id)
         self.metrics.gc_deleted_entry_logs.inc()
         self.metrics.gc_reclaimed_bytes.labels(reason).inc(size)
         log.info("entry log %x deleted (%s, %d bytes)", log_id, reason, size)
@@ -421,10 +430,10 @@ class GarbageCollector:
         )
 
     def _retire_for_compaction(self, log_id: int) -> None:
-        self.dir.entry_logger.retire_log(log_id)  # an OSError aborts; recovery/next run finishes
-        self.metas.pop(log_id, None)
         assert self._meta_map is not None
-        self._meta_map.delete(log_id)
+        self._meta_map.delete(log_id)  # first, as in _delete_log
+        self.metas.pop(log_id, None)
+        self.dir.entry_logger.retire_log(log_id)  # an OSError aborts; recovery/next run finishes
         self.metrics.gc_deleted_entry_logs.inc()
 
     # --- reporting --------------------------------------------------------------------------------
