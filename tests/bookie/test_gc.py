@@ -481,3 +481,19 @@ async def test_two_ledger_dirs(tmp_path: Path) -> None:
         gc.close()
     storage.close()
     await store.close()
+
+
+def test_index_update_moves_only_entries_still_in_the_old_log(tmp_path: Path) -> None:
+    from bookie import compactor
+    from bookie.entry_log_format import Location
+    from bookie.ledger_index import EntryLocationIndex
+
+    index = EntryLocationIndex(tmp_path / "locations")
+    index.put_batch([(1, 0, Location(3, 1024, 50)), (1, 1, Location(5, 2048, 50))])  # 1:1 rewritten since
+    moved = [(1, 0, elf.LOCATION.pack(9, 1024, 50)), (1, 1, elf.LOCATION.pack(9, 1074, 50)),
+             (2, 0, elf.LOCATION.pack(9, 1124, 50))]  # ledger 2 deleted meanwhile: no key
+    assert compactor.update_index(index, 3, moved) == 1
+    assert index.get(1, 0) == Location(9, 1024, 50)
+    assert index.get(1, 1) == Location(5, 2048, 50)
+    assert index.get(2, 0) is None
+    index.close()

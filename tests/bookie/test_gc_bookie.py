@@ -147,3 +147,39 @@ async def test_full_disk_read_only_back_to_writable_after_gc(tmp_path: Path) -> 
         await b.close()
         nursery.cancel_scope.cancel()
     await store.close()
+
+
+async def test_journal_replay_does_not_resurrect_a_collected_ledger(tmp_path: Path) -> None:
+    """Adds only in the journal (no checkpoint), ledger collected by GC, bookie stops without
+    its final checkpoint: the replay skips the ledger, a late add is refused."""
+    store = await open_store(f"memory://gc-{uuid.uuid4().hex}")
+    cfg = _cfg(tmp_path, flush_interval_ms=3_600_000)
+    await store.create(ledger_path(7), b"meta", make_parents=True)
+    await store.create(ledger_path(8), b"meta", make_parents=True)
+    async with trio.open_nursery() as nursery:
+        b = Bookie(cfg, store)
+        await b.start(nursery)
+        c = await BookieClient.connect("127.0.0.1", b.port, nursery)
+        for e in range(5):
+            assert (await c.add(7, e, b"seven")).status == Status.OK
+            assert (await c.add(8, e, b"eight")).status == Status.OK
+        await store.delete(ledger_path(7))
+        await b.gc[0].run_once()
+        assert b.storage.is_deleted(7)
+        await c.aclose()
+        nursery.cancel_scope.cancel()  # no graceful close: the write cache is never flushed
+    async with trio.open_nursery() as nursery:
+        b = Bookie(cfg, store)
+        await b.start(nursery)
+        assert b.replayed_records > 0
+        assert b.storage.is_deleted(7)
+        c = await BookieClient.connect("127.0.0.1", b.port, nursery)
+        assert (await c.read(7, 0)).status == Status.NO_LEDGER
+        assert (await c.add(7, 5, b"late")).status != Status.OK
+        for e in range(5):
+            resp = await c.read(8, e)
+            assert resp.status == Status.OK and resp.body == entry(8, e, b"eight")
+        await c.aclose()
+        await b.close()
+        nursery.cancel_scope.cancel()
+    await store.close()
