@@ -1,5 +1,6 @@
 """Child process of the SIGKILL test: open the storage (recovery), run one forced GC with
-major compaction; QUIRE_TEST_COMPACTION_KILL makes it SIGKILL itself at a compaction step."""
+major compaction; QUIRE_TEST_COMPACTION_KILL makes it SIGKILL itself at a compaction step,
+or the parent kills it at a random moment after it printed "gc"."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ async def main(root: Path) -> None:
     storage = LedgerStorage(cfg, BookieMetrics())
     storage.open()
     gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    print("gc", flush=True)  # the parent may SIGKILL us at any moment from here on
     await gc.run_once(force=True, force_major=True)
     gc.close()
     storage.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -316,6 +317,24 @@ def test_entry_log_metadata_codec_and_map(tmp_path: Path) -> None:
     m.close()
 
 
+async def _kill_after_start(cmd: list[str], delay: float) -> int:
+    """Run the child, SIGKILL it ``delay`` s after it said its GC starts; its exit status."""
+    env = dict(os.environ, QUIRE_TEST_COMPACTION_KILL="")
+    proc = await trio.lowlevel.open_process(cmd, env=env, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    with trio.fail_after(60):
+        seen = b""
+        while b"gc\n" not in seen:
+            chunk = await proc.stdout.receive_some()
+            if not chunk:
+                break
+            seen += chunk
+        await trio.sleep(delay)
+        if proc.returncode is None:
+            proc.kill()
+        return await proc.wait()
+
+
 SIGKILL_CYCLES = int(os.environ.get("QUIRE_GC_KILL_CYCLES", "20"))
 _POINTS = ["copy", "copied", "renamed", "indexed", "old_deleted", "done", ""]
 
@@ -343,13 +362,15 @@ async def test_sigkill_during_compaction_loses_nothing(tmp_path: Path) -> None:
                 del expected[key]
         await storage.checkpoint(None)
         _close(storage)
-        point = rng.choice(_POINTS)
-        env = dict(os.environ, QUIRE_TEST_COMPACTION_KILL=f"{point}:{rng.randint(1, 3)}" if point else "")
-        proc = await trio.run_process(
-            [sys.executable, "-m", "tests.bookie.gc_kill_child", str(tmp_path)], env=env, check=False
-        )
-        assert proc.returncode in (0, -9), proc.returncode
-        killed += proc.returncode == -9
+        cmd = [sys.executable, "-m", "tests.bookie.gc_kill_child", str(tmp_path)]
+        if cycle % 2 == 0:  # at a named step of the compaction protocol
+            point = rng.choice(_POINTS)
+            env = dict(os.environ, QUIRE_TEST_COMPACTION_KILL=f"{point}:{rng.randint(1, 3)}" if point else "")
+            returncode = (await trio.run_process(cmd, env=env, check=False)).returncode
+        else:  # from outside, at any moment of the run
+            returncode = await _kill_after_start(cmd, rng.uniform(0, 0.08))
+        assert returncode in (0, -9), returncode
+        killed += returncode == -9
         # recovery at open, then every surviving entry, no resurrection, no leftover
         storage = _open(cfg)
         cur = storage.dirs[0].current
