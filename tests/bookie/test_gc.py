@@ -518,3 +518,28 @@ def test_index_update_moves_only_entries_still_in_the_old_log(tmp_path: Path) ->
     assert index.get(1, 1) == Location(5, 2048, 50)
     assert index.get(2, 0) is None
     index.close()
+
+
+async def test_failed_log_delete_is_retried_next_run(tmp_path: Path) -> None:
+    cfg, storage, expected = await _filled(tmp_path, major_compaction_threshold=0.0, minor_compaction_threshold=0.0)
+    for lid in LEDGERS:
+        storage.mark_deleted(lid)
+    await storage.checkpoint(None)
+    cur, logger, rotated = _rotated(storage)
+    real = logger.retire_log
+    calls = []
+
+    def failing(log_id: int) -> None:
+        calls.append(log_id)
+        raise OSError(5, "Input/output error")
+
+    logger.retire_log = failing  # type: ignore[method-assign]
+    gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
+    await gc.run_once()
+    assert calls and set(rotated) <= set(list_log_ids(cur))
+    assert _gauge(storage, "bookie_gc_failed_deletes_total") == len(calls)
+    assert set(gc.metas) >= set(rotated)  # metadata kept: no rescan needed
+    logger.retire_log = real  # type: ignore[method-assign]
+    await gc.run_once()
+    assert not set(rotated) & set(list_log_ids(cur))
+    _close(storage, gc)
