@@ -20,6 +20,7 @@ import trio
 from bookie import cookie, log_mark
 from bookie import journal_format as jf
 from bookie.config import BookieConfig
+from bookie.garbage_collector import GarbageCollector, check_gc_config
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
 from bookie.journal import Journal, replay_records
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
@@ -43,6 +44,8 @@ class Bookie:
         self.storage = LedgerStorage(config, self.metrics)
         self.journal = Journal(config, self.metrics)
         self.sync_thread: SyncThread | None = None
+        self.gc: list[GarbageCollector] = []  # one per ledger dir, created once storage is open
+        check_gc_config(config)
         self.processor = RequestProcessor(
             config, self.storage, self.journal, self.state, self.metrics,
             self._ledger_exists if store is not None else None,
@@ -89,6 +92,7 @@ class Bookie:
             await cookie.verify_and_write(self.config, self.store)
             await trio.to_thread.run_sync(self.storage.open)
             self._opened = True
+            self.gc = [GarbageCollector(cfg, self.storage, i, self.store, self.metrics) for i in range(len(self.storage.dirs))]
             mark = await trio.to_thread.run_sync(log_mark.read_mark, ledger_dirs_current(self.config))
             await self._replay(mark)
             await trio.to_thread.run_sync(self.journal.open_new_file)
@@ -144,6 +148,8 @@ class Bookie:
                     assert self.sync_thread is not None
                     await nursery.start(self.sync_thread.run)
                     await nursery.start(self.registration.run)
+                    for gc in self.gc:
+                        await nursery.start(gc.run)
                     self.port = await nursery.start(self._serve)
                     if self.config.http_server_enabled:
                         from bookie.http import serve_http  # hypercorn + starlette: import only if used
@@ -187,6 +193,8 @@ class Bookie:
                 log.exception("unregister failed")
             self._server_scope.cancel()
             self._http_shutdown.set()
+            for gc in self.gc:
+                gc.stop()  # a compaction copy must not hold the shutdown back
             if self.state.running:
                 try:
                     await self.journal.flush()

@@ -237,3 +237,24 @@ def entrylog_dump(path: str, limit: int) -> None:
     if hdr.ledgers_count:
         for lid, size in sorted(elf.decode_ledgers_map(data, hdr.ledgers_map_offset, hdr.ledgers_count).items()):
             click.echo(f"ledgers map: ledger={lid} bytes={size}")
+
+
+@bookie_shell.command("list-entry-logs")
+@click.option("--ledger-dirs", required=True, help="comma-separated ledger directories")
+def list_entry_logs(ledger_dirs: str) -> None:
+    """List every entry log with its ledgers, usage (live bytes / bytes) and age."""
+    from bookie.index_rebuild import entry_log_report
+
+    for cur in _ledger_dirs(ledger_dirs):
+        for row in entry_log_report(cur):
+            click.echo(json.dumps({"dir": str(cur), **row}))
+
+
+@bookie_shell.command("rebuild-index")
+@click.option("--ledger-dirs", required=True, help="comma-separated ledger directories")
+def rebuild_index(ledger_dirs: str) -> None:
+    """Rebuild the location index from the entry logs (the old one is kept as locations.bak-*)."""
+    from bookie.index_rebuild import rebuild_location_index
+
+    for cur in _ledger_dirs(ledger_dirs):
+        click.echo(json.dumps({"dir": str(cur), **rebuild_location_index(cur)}))

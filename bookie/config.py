@@ -64,6 +64,20 @@ class BookieConfig:
     disk_usage_lwm_threshold: float = 0.90
     disk_check_interval_ms: int = 10_000
 
+    # --- garbage collection / compaction (bookie.garbage_collector) ------------------------
+    gc_wait_time_ms: int = 600_000
+    minor_compaction_threshold: float = 0.2
+    minor_compaction_interval: int = 3600  # seconds; <= 0 disables
+    major_compaction_threshold: float = 0.8
+    major_compaction_interval: int = 86400
+    minor_compaction_max_time_millis: int = -1  # -1 = unlimited
+    major_compaction_max_time_millis: int = -1
+    compaction_rate_by_entries: int = 1000  # entries/s (is_throttle_by_bytes false)
+    compaction_rate_by_bytes: int = 1_000_000  # bytes/s (is_throttle_by_bytes true)
+    is_throttle_by_bytes: bool = False
+    is_force_gc_allow_when_no_space: bool = False
+    disk_usage_warn_threshold: float = 0.90  # over it major compaction is suspended
+
     def __post_init__(self) -> None:
         if isinstance(self.ledger_directories, str):
             self.ledger_directories = [d for d in self.ledger_directories.split(",") if d]

@@ -106,6 +106,19 @@ def decode_record(buf: bytes | memoryview, offset: int = 0) -> tuple[int, int, b
     return ledger_id, entry_id, bytes(view[16:]), 8 + size
 
 
+def verify_record(buf: bytes | memoryview, offset: int = 0) -> tuple[int, int, int]:
+    """(ledger_id, entry_id, record_length) of the intact record at ``offset``, without
+    copying its data (errors as :func:`decode_record`)."""
+    if len(buf) - offset < RECORD_HEADER_SIZE:
+        raise FormatError("entry log record truncated")
+    size, crc, ledger_id, entry_id = _REC.unpack_from(buf, offset)
+    if size < 16 or size > MAX_RECORD_SIZE or offset + 8 + size > len(buf):
+        raise FormatError(f"bad entry log record size {size} at {offset}")
+    if crc32c(memoryview(buf)[offset + 8 : offset + 8 + size]) != crc:
+        raise DigestMismatchError(f"entry log record at {offset} fails its checksum")
+    return ledger_id, entry_id, 8 + size
+
+
 def encode_ledgers_map(ledger_bytes: dict[int, int]) -> bytes:
     """The ledgers map as one or more records (ledger -> bytes of its entries in this log)."""
     items = sorted(ledger_bytes.items())

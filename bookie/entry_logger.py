@@ -5,12 +5,20 @@ checkpoint (one at a time), reads from any read thread. A log is rotated when th
 would pass ``log_size_limit``; the rotated log gets its ledgers map appended, its header
 patched and is fsynced. Every start opens a new log (a log left by a crash has no map, and
 readers never need one: the location index points straight at records).
+
+Log ids come from one counter shared by the writer's rotations and the compactor
+(:meth:`EntryLogger.allocate_log_id`). A log the writer created is "unindexed" until the
+checkpoint that wrote its last records has also written their locations
+(:meth:`EntryLogger.mark_indexed`); the garbage collector never looks at such a log. Deleted
+logs (:meth:`EntryLogger.retire_log`) keep their cached read fd open for a grace period, so a
+read that looked up an old location just before compaction moved it still reads the bytes.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from crc32c import crc32c
@@ -22,6 +30,8 @@ from bookie.file_io import write_all_at
 
 LAST_ID_FILE = "lastId"
 _WRITE_CHUNK = 4 * 1024 * 1024
+# How long a deleted log's cached read fd stays open (reads in flight finish on it).
+RETIRED_FD_GRACE_S = 5.0
 
 
 def list_log_ids(current_dir: Path) -> list[int]:
@@ -44,6 +54,11 @@ class EntryLogger:
         self._read_fds: dict[int, int] = {}
         self._read_lock = threading.Lock()
         self._dirty = False
+        self._id_lock = threading.Lock()
+        self._last_id = 0
+        # Logs created by the writer whose locations are not all in the index yet.
+        self._unindexed: set[int] = set()
+        self._retired_fds: list[tuple[float, int]] = []
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -55,16 +70,36 @@ class EntryLogger:
         except (FileNotFoundError, ValueError):
             pass
         ids = list_log_ids(self.current_dir)
-        self._create_log(max([last, *ids]) + 1)
+        self._last_id = max([last, *ids])
+        self._create_log(self.allocate_log_id())
+
+    def allocate_log_id(self) -> int:
+        """A log id never used in this dir (persisted in ``lastId`` before it is returned)."""
+        with self._id_lock:
+            self._last_id += 1
+            log_id = self._last_id
+            tmp = self.current_dir / (LAST_ID_FILE + ".tmp")
+            tmp.write_text(f"{log_id:x}\n")
+            os.replace(tmp, self.current_dir / LAST_ID_FILE)
+            return log_id
+
+    def unindexed_ids(self) -> set[int]:
+        """Writer logs (the current one included) whose locations may not all be indexed."""
+        with self._id_lock:
+            return set(self._unindexed)
+
+    def mark_indexed(self) -> None:
+        """The checkpoint indexed everything written so far: only the current log stays busy."""
+        with self._id_lock:
+            self._unindexed = {self.log_id}
 
     def _create_log(self, log_id: int) -> None:
+        with self._id_lock:
+            self._unindexed.add(log_id)  # before the file exists: GC lists files, then asks
         path = self.current_dir / elf.file_name(log_id)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(fd, elf.encode_header(LogHeader(log_id)))
         os.fsync(fd)
-        tmp = self.current_dir / (LAST_ID_FILE + ".tmp")
-        tmp.write_text(f"{log_id:x}\n")
-        os.replace(tmp, self.current_dir / LAST_ID_FILE)
         self.log_id, self._fd, self._position = log_id, fd, elf.HEADER_SIZE
         self._ledger_bytes = {}
 
@@ -90,6 +125,9 @@ class EntryLogger:
             for fd in self._read_fds.values():
                 os.close(fd)
             self._read_fds.clear()
+            for _, fd in self._retired_fds:
+                os.close(fd)
+            self._retired_fds.clear()
 
     # --- writes (checkpoint thread) --------------------------------------------------------
 
@@ -130,7 +168,7 @@ class EntryLogger:
     def _rotate(self) -> dict[int, int]:
         """Finish the current log and start the next; returns the new log's ledger sizes."""
         self._finish_log()
-        self._create_log(self.log_id + 1)
+        self._create_log(self.allocate_log_id())
         return self._ledger_bytes
 
     def _write(self, buf: list[bytes], offset: int) -> None:
@@ -159,6 +197,40 @@ class EntryLogger:
                         raise BookieIOError(f"entry log {log_id:x} cannot be opened: {exc}") from exc
                     self._read_fds[log_id] = fd
         return fd
+
+    def install_read_fd(self, log_id: int, path: Path) -> None:
+        """Open ``path`` as log ``log_id`` for reads (a compacted log before its final rename)."""
+        fd = os.open(path, os.O_RDONLY)
+        with self._read_lock:
+            old = self._read_fds.pop(log_id, None)
+            self._read_fds[log_id] = fd
+            if old is not None:
+                self._retired_fds.append((time.monotonic(), old))
+
+    def retire_log(self, log_id: int) -> None:
+        """Delete a rotated log: its cached read fd is closed only after a grace period."""
+        if log_id == self.log_id:
+            raise BookieIOError(f"entry log {log_id:x} is the current log")
+        with self._read_lock:
+            fd = self._read_fds.pop(log_id, None)
+            if fd is not None:
+                self._retired_fds.append((time.monotonic(), fd))
+        try:
+            os.unlink(self.current_dir / elf.file_name(log_id))
+        except FileNotFoundError:
+            pass
+        self.close_retired_fds()
+
+    def close_retired_fds(self, grace_s: float = RETIRED_FD_GRACE_S) -> None:
+        now = time.monotonic()
+        with self._read_lock:
+            keep = []
+            for t, fd in self._retired_fds:
+                if now - t >= grace_s:
+                    os.close(fd)
+                else:
+                    keep.append((t, fd))
+            self._retired_fds = keep
 
     def read(self, loc: Location, ledger_id: int, entry_id: int) -> bytes:
         """The entry at ``loc``; BookieIOError if the bytes are missing, torn or not that entry."""

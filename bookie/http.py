@@ -3,10 +3,20 @@
 ``GET /api/v1/bookie/state``  running / read-only / shutting-down flags (BookKeeper's shape)
 ``GET /api/v1/bookie/info``   free and total disk space
 ``GET /metrics``              Prometheus text exposition of this bookie's registry
+
+Garbage collection (BookKeeper's paths and shapes, :mod:`bookie.garbage_collector`):
+``PUT /api/v1/bookie/gc`` (body ``{"forceMajor": bool, "forceMinor": bool}``, optional) forces
+a run in every ledger dir; ``GET /api/v1/bookie/gc`` -> ``{"is_in_force_gc": "true"|"false"}``;
+``GET /api/v1/bookie/gc_details`` -> one status object per ledger dir;
+``PUT|GET /api/v1/bookie/gc/suspend_compaction`` (``{"suspendMajor", "suspendMinor"}``) and
+``PUT /api/v1/bookie/gc/resume_compaction`` (``{"resumeMajor", "resumeMinor"}``);
+``GET /api/v1/bookie/entry_logs`` every entry log with its ledgers, usage and age;
+``GET|PUT /api/v1/bookie/state/readonly`` (``{"readOnly": bool}``) manual read-only mode.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import trio
@@ -47,6 +57,96 @@ def build_app(bookie: "Bookie") -> Starlette:
             }
         )
 
+    async def _body(request: Request) -> dict:
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise ValueError("body must be a JSON object")
+        return body
+
+    def _flag(body: dict, name: str) -> bool:
+        value = body.get(name, False)
+        if isinstance(value, str):
+            return value.lower() == "true"
+        return bool(value)
+
+    async def gc(request: Request) -> Response:
+        if request.method == "GET":
+            busy = any(g.in_force_gc for g in bookie.gc)
+            return JSONResponse({"is_in_force_gc": "true" if busy else "false"})
+        try:
+            body = await _body(request)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        for g in bookie.gc:
+            g.trigger(_flag(body, "forceMajor"), _flag(body, "forceMinor"))
+        return JSONResponse(f"Triggered GC on BookieServer: {bookie.bookie_id}")
+
+    async def gc_details(_: Request) -> JSONResponse:
+        return JSONResponse([g.status.to_json() for g in bookie.gc])
+
+    async def suspend_compaction(request: Request) -> Response:
+        if request.method == "PUT":
+            try:
+                body = await _body(request)
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            for g in bookie.gc:
+                g.suspend_major = g.suspend_major or _flag(body, "suspendMajor")
+                g.suspend_minor = g.suspend_minor or _flag(body, "suspendMinor")
+        return _suspended()
+
+    def _suspended() -> JSONResponse:
+        return JSONResponse(
+            {
+                "isMajorGcSuspended": str(any(g.suspend_major for g in bookie.gc)).lower(),
+                "isMinorGcSuspended": str(any(g.suspend_minor for g in bookie.gc)).lower(),
+            }
+        )
+
+    async def resume_compaction(request: Request) -> Response:
+        try:
+            body = await _body(request)
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        for g in bookie.gc:
+            if _flag(body, "resumeMajor"):
+                g.suspend_major = False
+            if _flag(body, "resumeMinor"):
+                g.suspend_minor = False
+        return _suspended()
+
+    async def entry_logs(_: Request) -> JSONResponse:
+        dirs = []
+        for g in bookie.gc:
+            logs = await trio.to_thread.run_sync(g.entry_log_report)
+            dirs.append({"dir": str(g.dir.current), "entryLogs": logs})
+        return JSONResponse(dirs)
+
+    async def readonly(request: Request) -> Response:
+        st = bookie.state
+        if request.method == "PUT":
+            try:
+                body = await _body(request)
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            if "readOnly" not in body:
+                return JSONResponse({"error": "body needs readOnly"}, status_code=400)
+            want = _flag(body, "readOnly")
+            st.manual_read_only = want
+            if want != st.read_only:
+                st.read_only = want
+                bookie.metrics.read_only.set(1 if want else 0)
+                if not want:  # a full disk still wins
+                    await trio.to_thread.run_sync(bookie.registration.check_disks)
+                await bookie.registration.register()
+        return JSONResponse({"readOnly": st.read_only})
+
     async def metrics(_: Request) -> Response:
         bookie.publish_metrics()
         return Response(bookie.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -55,6 +155,12 @@ def build_app(bookie: "Bookie") -> Starlette:
         routes=[
             Route("/api/v1/bookie/state", state),
             Route("/api/v1/bookie/info", info),
+            Route("/api/v1/bookie/gc", gc, methods=["GET", "PUT"]),
+            Route("/api/v1/bookie/gc_details", gc_details),
+            Route("/api/v1/bookie/gc/suspend_compaction", suspend_compaction, methods=["GET", "PUT"]),
+            Route("/api/v1/bookie/gc/resume_compaction", resume_compaction, methods=["PUT"]),
+            Route("/api/v1/bookie/entry_logs", entry_logs),
+            Route("/api/v1/bookie/state/readonly", readonly, methods=["GET", "PUT"]),
             Route("/metrics", metrics),
         ]
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import msgpack
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
@@ -71,7 +71,7 @@ class EntryLocationIndex:
         """Write many locations in one synced batch."""
         self.put_encoded([(l, e, None) for l, e, _ in items], [encode_location(loc) for _, _, loc in items])
 
-    def put_encoded(self, entries: list[tuple[int, int, object]], locations: list[bytes]) -> None:
+    def put_encoded(self, entries: Sequence[tuple[int, int, object]], locations: Sequence[bytes]) -> None:
         """Write the already-encoded locations of ``entries`` ((ledger, entry, ...) tuples, as
         the checkpoint has them) in one synced batch."""
         wb = WriteBatch(raw_mode=True)
@@ -98,6 +98,17 @@ class EntryLocationIndex:
                 break
             yield eid, decode_location(it.value())
             it.next()
+
+    def bytes_by_log(self) -> dict[int, int]:
+        """Bytes of the records the index points at, per entry log (a full scan: tools, tests)."""
+        out: dict[int, int] = {}
+        it = self._db.iter()
+        it.seek_to_first()
+        while it.valid():
+            loc = decode_location(it.value())
+            out[loc.log_id] = out.get(loc.log_id, 0) + loc.length
+            it.next()
+        return out
 
     def delete_ledger(self, ledger_id: int) -> None:
         self._db.delete_range(_LOC_KEY.pack(ledger_id, 0), _LOC_KEY.pack(ledger_id + 1, 0))

@@ -23,6 +23,7 @@ from typing import Callable
 
 import trio
 
+from bookie import compactor
 from bookie.config import MB, BookieConfig
 from bookie.entry_logger import EntryLogger
 from bookie.errors import BookieIOError, NoEntryError, NoLedgerError, TooManyRequestsError
@@ -80,9 +81,11 @@ class LedgerStorage:
     def open(self) -> None:
         for cur in ledger_dirs_current(self.config):
             cur.mkdir(parents=True, exist_ok=True)
+            locations = EntryLocationIndex(cur / "locations")
+            compactor.recover(cur, locations)  # before any read or new log id
             logger = EntryLogger(cur, self.config.log_size_limit)
             logger.open()
-            d = DirStorage(cur, logger, EntryLocationIndex(cur / "locations"), LedgerMetadataIndex(cur / "ledgers"))
+            d = DirStorage(cur, logger, locations, LedgerMetadataIndex(cur / "ledgers"))
             self.dirs.append(d)
             self.states.update(d.ledgers.load_all())
         self.metrics.ledgers.set(len(self.states))
@@ -256,7 +259,15 @@ class LedgerStorage:
             raise BookieIOError(f"location index read failed: {exc}") from exc
         if loc is None:
             return None
-        data = d.entry_logger.read(loc, ledger_id, entry_id)  # BookieIOError, never NoEntry
+        try:
+            data = d.entry_logger.read(loc, ledger_id, entry_id)  # BookieIOError, never NoEntry
+        except BookieIOError:
+            # Compaction may have moved the entry and deleted the old log since the lookup.
+            moved = d.locations.get(ledger_id, entry_id)
+            if moved is None or moved == loc:
+                raise
+            loc = moved
+            data = d.entry_logger.read(loc, ledger_id, entry_id)
         following = d.entry_logger.read_ahead(
             loc, ledger_id, self.config.db_storage_read_ahead_cache_batch_size, self._read_ahead_bytes
         )
@@ -331,6 +342,7 @@ class LedgerStorage:
             for d, items, locations in zip(self.dirs, per_dir, located):
                 if items:
                     d.locations.put_encoded(items, locations)
+                d.entry_logger.mark_indexed()  # rotated logs may now be garbage collected
             for i, d in enumerate(self.dirs):
                 states = {lid: st for lid, st in dirty.items() if lid % n == i}
                 d.ledgers.put_batch(states)
@@ -339,6 +351,31 @@ class LedgerStorage:
                         d.locations.delete_ledger(lid)
         except OSError as exc:
             raise BookieIOError(f"checkpoint failed: {exc}") from exc
+
+    async def tombstone(self, ledger_ids: list[int]) -> None:
+        """Mark ledgers deleted and persist that at once (synced), dropping their index ranges.
+
+        Under the flush lock: a checkpoint that copied a ledger's state before the tombstone
+        would otherwise write the live state over it after we wrote it."""
+        async with self._flush_lock:
+            for lid in ledger_ids:
+                self.mark_deleted(lid)
+            n = len(self.dirs)
+            per_dir = {i: {lid: self.states[lid] for lid in ledger_ids if lid % n == i} for i in range(n)}
+
+            def persist() -> None:
+                for i, states in per_dir.items():
+                    if states:
+                        self.dirs[i].ledgers.put_batch(states)
+                        for lid in states:
+                            self.dirs[i].locations.delete_ledger(lid)
+
+            await trio.to_thread.run_sync(persist)
+
+    async def run_locked_index_update(self, fn: Callable[..., object], *args: object) -> object:
+        """Run ``fn(*args)`` in a thread while no checkpoint writes locations (compaction)."""
+        async with self._flush_lock:
+            return await trio.to_thread.run_sync(fn, *args)
 
     # --- disk usage ------------------------------------------------------------------------
 

@@ -43,6 +43,29 @@ class BookieMetrics:
         self.ledgers = Gauge("bookie_ledgers", "Ledgers known to this bookie", registry=r)
         self.read_only = Gauge("bookie_read_only", "1 while the bookie is read-only", registry=r)
         self.connections = Gauge("bookie_connections", "Open client connections", registry=r)
+        # garbage collection (bookie.garbage_collector)
+        self.gc_deleted_ledgers = Counter("bookie_gc_deleted_ledgers", "Ledgers dropped by GC (gone from the metadata store)", registry=r)
+        self.gc_deleted_entry_logs = Counter("bookie_gc_deleted_entry_logs", "Entry logs deleted by GC or compaction", registry=r)
+        self.gc_compacted_entry_logs = Counter("bookie_gc_compacted_entry_logs", "Entry logs compacted", registry=r)
+        self.gc_reclaimed_bytes = Counter(
+            "bookie_gc_reclaimed_bytes", "Bytes given back by deleting or compacting entry logs", ["by"], registry=r
+        )
+        self.gc_compaction_read_bytes = Counter(
+            "bookie_gc_compaction_read_bytes", "Bytes of entry logs compacted (the old logs' sizes)", registry=r
+        )
+        self.gc_compaction_written_bytes = Counter(
+            "bookie_gc_compaction_written_bytes", "Bytes of compacted logs written", registry=r
+        )
+        self.gc_compaction_seconds = Counter("bookie_gc_compaction_seconds", "Time spent compacting logs", registry=r)
+        self.gc_failed_deletes = Counter("bookie_gc_failed_deletes", "Entry-log deletions that failed (retried)", registry=r)
+        self.gc_corrupt_entry_logs = Gauge("bookie_gc_corrupt_entry_logs", "Entry logs skipped as corrupt", registry=r)
+        self.entry_logs = Gauge("bookie_entry_logs", "Entry log files per ledger dir", ["dir"], registry=r)
+        self.oldest_entry_log_age = Gauge(
+            "bookie_oldest_entry_log_age_seconds", "Age (mtime) of the oldest entry log per ledger dir", ["dir"], registry=r
+        )
+        self.entry_log_usage = Gauge(
+            "bookie_entry_log_usage", "Entry logs per usage bucket (live/total bytes, upper bound le)", ["dir", "le"], registry=r
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -34,6 +34,7 @@ class BookieState:
         self.read_only = False
         self.shutting_down = False
         self.started_at = time.time()
+        self.manual_read_only = False  # PUT /api/v1/bookie/state/readonly: the disk checker leaves it
 
 
 class Registration:
@@ -93,6 +94,8 @@ class Registration:
         """Update read-only mode from disk usage; True if the mode changed."""
         free, total = self.disk_usage()
         used = 1.0 - (free / total) if total else 0.0
+        if self.state.manual_read_only:
+            return False
         if not self.state.read_only and used >= self.config.disk_usage_threshold:
             log.warning("disk usage %.1f%% over threshold: going read-only", used * 100)
             self.state.read_only = True

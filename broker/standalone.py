@@ -51,6 +51,8 @@ def standalone_configs(
         # One process, one client: do not hold a lone add back for group commit (BookKeeper's
         # journalFlushWhenQueueEmpty); under load the queue is never empty and groups still form.
         "journal_flush_when_queue_empty": True,
+        # Retention gives the disk back within minutes, not BookKeeper's 10 (a lone node, small data).
+        "gc_wait_time_ms": 60_000,
     }
     values.update({k: v for k, v in (bookie_overrides or {}).items() if v is not None})
     return broker, BookieConfig.from_dict(values), store_url

@@ -59,6 +59,11 @@ class ManagedLedgerConfig:
     read_batch_size: int = 100
     # deletes of trimmed ledgers are retried this many times
     delete_retries: int = 3
+    # orphan-ledger sweep (managed_ledger.orphan_sweep): ledgers tagged with an open managed
+    # ledger (or one of its cursors) that its stored ledger list no longer names, created more
+    # than orphan_ledger_min_age_s ago, are deleted every orphan_ledger_sweep_interval_s (0 = off)
+    orphan_ledger_sweep_interval_s: float = 3600
+    orphan_ledger_min_age_s: float = 3600
 
     @property
     def retention_time_ms(self) -> int:

@@ -16,6 +16,7 @@ from managed_ledger.entry_cache import EntryCacheManager
 from managed_ledger.errors import ManagedLedgerClosedError, MetadataUnavailableError
 from managed_ledger.ledger import ML_ROOT, ManagedLedger
 from managed_ledger.ledger_client import LedgerClient
+from managed_ledger.orphan_sweep import run_orphan_sweep
 from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
 
@@ -37,6 +38,10 @@ class ManagedLedgerFactory:
     async def __aenter__(self) -> "ManagedLedgerFactory":
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()
+        if self.config.orphan_ledger_sweep_interval_s > 0:
+            await self._nursery.start(
+                run_orphan_sweep, self, self.config.orphan_ledger_sweep_interval_s, self.config.orphan_ledger_min_age_s
+            )
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
