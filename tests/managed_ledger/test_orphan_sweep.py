@@ -44,7 +44,7 @@ async def test_orphan_sweep_deletes_only_unreferenced_old_tagged_ledgers(bookie,
         cursor_tag = {"pulsar/cursor": cursor.path.encode()}
         cursor_orphan = await f.bk.create_ledger(1, 1, 1, custom_metadata=cursor_tag)
         await cursor_orphan.close()
-        cursor_current = cursor._cursor_ledger.ledger_id
+        cursor_current = cursor.store.ledger_id
         listed.append(cursor_current)
         for lid in [orphan.ledger_id, cursor_orphan.ledger_id, foreign.ledger_id, untagged.ledger_id, *listed]:
             await _age(f.store, lid, 7200)
