@@ -23,7 +23,7 @@ import trio
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
 
-log = logging.getLogger("bookie")
+log = logging.getLogger(__name__)
 
 
 def _coerce(field: dataclasses.Field, raw: str) -> Any:

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bookie.http_guard import guard_connections
+from quire.http_guard import guard_connections
 
 if TYPE_CHECKING:
     from bookie.bookie import Bookie

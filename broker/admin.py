@@ -33,7 +33,7 @@ from broker.errors import (
     PreconditionFailedError,
     TopicNotFoundError,
 )
-from bookie.http_guard import guard_connections
+from quire.http_guard import guard_connections
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
 from broker.policies import (
@@ -770,7 +770,7 @@ async def serve_admin(service: "BrokerService", host: str, port: int, *,
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
-    config.errorlog = logging.getLogger("quire.broker.http")
+    config.errorlog = logging.getLogger(f"{__name__}.http")
     config.graceful_timeout = 1.0
 
     async def start(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -21,7 +21,7 @@ import trio
 from broker.config import BrokerConfig, ledger_client_config
 from quire.config import read_toml
 
-log = logging.getLogger("quire.broker")
+log = logging.getLogger(__name__)
 
 
 def _coerce(field: dataclasses.Field, raw: str) -> Any:  # type: ignore[type-arg]

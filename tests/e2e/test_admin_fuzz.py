@@ -236,7 +236,7 @@ def test_no_unhandled_exception_was_logged(node: Standalone, http: httpx.Client)
         assert sum(n for s, n in STATUSES.items() if s in (400, 412)) > 0, STATUSES
     # Log records with a traceback are bugs, except hypercorn's own "Error in ASGI Framework"
     # when a client hangs up while a reply is being sent (its send/send_eof race on one socket;
-    # the connection is dropped, the server keeps serving: see bookie/http_guard.py).
+    # the connection is dropped, the server keeps serving: see quire/http_guard.py).
     records = re.split(r"\n(?=\d{4}-\d\d-\d\d )", node.proc.log_text())
     bad = [r for r in records if "Traceback" in r and "trio.BusyResourceError" not in r]
     assert not bad, "\n".join(bad)[-3000:]

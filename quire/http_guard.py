@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-log = logging.getLogger("quire.http")  # bookie and broker HTTP servers alike
+log = logging.getLogger(__name__)  # bookie and broker HTTP servers alike
 
 
 def guard_connections() -> None:
