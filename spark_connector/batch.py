@@ -58,5 +58,7 @@ class PulsarBatchReader(DataSourceReader):
         return plan_batch(self.opts)
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if not isinstance(partition, RangePartition):
+            return  # no partitions planned: Spark still runs one task with a bare InputPartition
         yield from read_partition(self.opts, partition, starting_time=self.opts.starting_time,
                                   ending_time=self.opts.ending_time)

@@ -28,6 +28,12 @@ KNOWN = {
     "writeid": "write", "test.failafterrows": "write",
 }
 
+CANONICAL = {k.lower(): k for k in (
+    "service.url", "admin.url", "metadata.url", "topic", "topics", "topicsPattern", "startingOffsets",
+    "endingOffsets", "startingTime", "endingTime", "failOnDataLoss", "maxEntriesPerTrigger",
+    "maxBytesPerTrigger", "subscriptionPrefix", "predefinedSubscription", "pollTimeoutMs", "readMode",
+    "entriesPerPartition", "recordBatchSize", "writeId", "test.failAfterRows")}
+
 
 @dataclass
 class PulsarOptions:
@@ -99,7 +105,9 @@ def _offsets(opts: Mapping[str, str], name: str, key: str, default: str) -> Any:
 def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = False) -> PulsarOptions:
     """Validate the user's options for ``purpose`` ("read" or "write")."""
     opts = {str(k).lower(): str(v) for k, v in raw.items()}
-    names = {str(k).lower(): str(k) for k in raw}
+    # Spark lower-cases option keys: errors use the documented spelling
+    names = {k: CANONICAL.get(k, k) for k in opts}
+    names.update({k.lower(): k for k in CANONICAL.values()})
     for key in opts:
         if key == "path":
             continue

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def pulsar_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    node = start_standalone(tmp_path_factory.mktemp("spark-standalone"))
+    # a small max message size so chunked messages stay small
+    node = start_standalone(tmp_path_factory.mktemp("spark-standalone"), "--set", "max_message_size=65536")
     try:
         yield node
     finally:
@@ -54,3 +55,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
         yield session
     finally:
         session.stop()
+
+
+def admin_call(node: Standalone, method: str, path: str, body: object = None) -> object:
+    import json
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(node.admin + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        raw = resp.read()
+    return json.loads(raw) if raw.strip() else None
+
+
+def create_partitioned(node: Standalone, topic: str, n: int) -> None:
+    admin_call(node, "PUT", f"/admin/v2/persistent/public/default/{topic}/partitions", n)
