@@ -28,6 +28,9 @@ KNOWN = {
     "writeid": "write", "test.failafterrows": "write",
 }
 
+# options Spark itself passes along to a source or sink
+SPARK_OWN = {"path", "checkpointlocation", "queryname"}
+
 CANONICAL = {k.lower(): k for k in (
     "service.url", "admin.url", "metadata.url", "topic", "topics", "topicsPattern", "startingOffsets",
     "endingOffsets", "startingTime", "endingTime", "failOnDataLoss", "maxEntriesPerTrigger",
@@ -109,7 +112,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
     names = {k: CANONICAL.get(k, k) for k in opts}
     names.update({k.lower(): k for k in CANONICAL.values()})
     for key in opts:
-        if key == "path":
+        if key in SPARK_OWN:
             continue
         where = KNOWN.get(key)
         if where is None:
