@@ -179,3 +179,32 @@ def test_option_errors_name_the_option(spark: Any, pulsar_node: Any, options: di
         read(spark, pulsar_node, **options).schema  # analysis only
         read(spark, pulsar_node, **options).count()
     assert f"'{named}'" in str(info.value)
+
+
+def test_fail_on_data_loss_both_ways(spark: Any, pulsar_node: Any) -> None:
+    from tests.spark.conftest import admin_call
+
+    topic = "spark-data-loss"
+    c = pulsar_node.client()
+    try:
+        c.create_producer(topic + "-warmup").send(b"x")  # ledger ids are cluster-wide: ours is not 0
+        p = c.create_producer(topic, batching_enabled=False)
+        for i in range(5):
+            p.send(b"%d" % i)
+        p.close()
+    finally:
+        c.close()
+    tp = f"persistent://public/default/{topic}"
+    stats: Any = admin_call(pulsar_node, "GET", f"/admin/v2/persistent/public/default/{topic}/internalStats")
+    first = stats["ledgers"][0]["ledgerId"]
+    assert first > 0
+    gone = json.dumps({tp: f"{first - 1}:3"})  # a position before the first stored entry: deleted
+    with pytest.raises(Exception, match="already deleted"):
+        read(spark, pulsar_node, topic=topic, startingOffsets=gone).count()
+    df = read(spark, pulsar_node, topic=topic, startingOffsets=gone, failOnDataLoss="false")
+    assert sorted(int(r.value) for r in df.collect()) == list(range(5))
+    with pytest.raises(Exception, match="already deleted"):
+        q = (spark.readStream.format("pulsar").option("service.url", pulsar_node.url)
+             .option("admin.url", pulsar_node.admin).option("topic", topic).option("startingOffsets", gone)
+             .load().writeStream.format("memory").queryName("lossy").trigger(availableNow=True).start())
+        q.awaitTermination(120)
