@@ -16,7 +16,7 @@ import pyarrow as pa
 from .admin import PARTITION_SUFFIX
 from .errors import PulsarConnectorError
 from .positions import EARLIEST, Pos, message_key
-from .rows import BatchBuilder
+from .rows import BatchBuilder, message_id
 
 IDLE_CHECK_MS = 200  # a read that waits this long asks the broker whether anything is left
 
@@ -58,7 +58,8 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
                 break
             if starting_time is None or publish >= starting_time:
                 if partition >= 0 and mid.partition() < 0:  # ids as the official client reports them
-                    mid = MessageId(partition, mid.ledger_id(), mid.entry_id(), mid.batch_index())
+                    mid = message_id(partition, mid.ledger_id(), mid.entry_id(), mid.batch_index(),
+                                     mid.batch_size, mid.chunk_ids)
                 builder.add(msg.data(), msg.partition_key(), mid.serialize(), publish, msg.event_timestamp(),
                             msg.properties())
                 if len(builder) >= batch_rows:

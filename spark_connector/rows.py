@@ -22,6 +22,17 @@ ARROW_SCHEMA = pa.schema([
 ])
 
 
+def message_id(partition: int, ledger_id: int, entry_id: int, batch_index: int, batch_size: int,
+               chunk_ids: tuple[tuple[int, int], ...] = ()) -> Any:
+    """A ``clients.MessageId`` built as a consumer builds it (same ``serialize()`` bytes in both read modes)."""
+    from clients.message_id import MessageId
+
+    mid = MessageId(partition, ledger_id, entry_id, batch_index)
+    mid.batch_size = batch_size
+    mid.chunk_ids = chunk_ids
+    return mid
+
+
 class BatchBuilder:
     """Collects one list per column; ``flush()`` turns them into one ``pyarrow.RecordBatch``."""
 
