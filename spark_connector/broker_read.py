@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from .admin import PARTITION_SUFFIX
 from .errors import PulsarConnectorError
-from .positions import EARLIEST, Pos, message_key
-from .rows import BatchBuilder, message_id
+from .positions import EARLIEST, Pos
+from .rows import BatchBuilder, MessageIdEncoder, message_id
 
 IDLE_CHECK_MS = 200  # a read that waits this long asks the broker whether anything is left
 
@@ -29,6 +29,7 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
 
     builder = BatchBuilder(topic)
     partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
+    encoder = MessageIdEncoder(partition)
     last_entry = Pos(end.ledger_id, end.entry_id - 1) if end.batch_index < 0 and end.entry_id > 0 else None
     client = clients.Client(service_url, operation_timeout_seconds=30)
     try:
@@ -50,21 +51,21 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
                 continue
             waited = 0.0
             mid = msg.message_id()
-            key = message_key(mid.ledger_id(), mid.entry_id(), mid.batch_index())
-            if key >= end:
+            ledger, entry, batch = mid.ledger_id(), mid.entry_id(), mid.batch_index()
+            if (ledger, entry, batch if batch > 0 else 0) >= end:
                 break
             publish = msg.publish_timestamp()
             if ending_time is not None and publish >= ending_time:
                 break
             if starting_time is None or publish >= starting_time:
-                if partition >= 0 and mid.partition() < 0:  # ids as the official client reports them
-                    mid = message_id(partition, mid.ledger_id(), mid.entry_id(), mid.batch_index(),
-                                     mid.batch_size, mid.chunk_ids)
-                builder.add(msg.data(), msg.partition_key(), mid.serialize(), publish, msg.event_timestamp(),
+                # ids as the official client reports them (with the partition index)
+                mid_bytes = encoder.encode(ledger, entry, batch, mid.batch_size) if not mid.chunk_ids else \
+                    message_id(partition, ledger, entry, batch, mid.batch_size, mid.chunk_ids).serialize()
+                builder.add(msg.data(), msg.partition_key(), mid_bytes, publish, msg.event_timestamp(),
                             msg.properties())
                 if len(builder) >= batch_rows:
                     yield builder.flush()
-            if last_entry is not None and (key.ledger_id, key.entry_id) == last_entry[:2] \
+            if last_entry is not None and (ledger, entry) == last_entry[:2] \
                     and not reader.has_message_available():
                 break
         reader.close()

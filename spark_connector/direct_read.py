@@ -16,8 +16,8 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from .admin import PARTITION_SUFFIX
-from .positions import Pos, message_key
-from .rows import BatchBuilder, message_id
+from .positions import Pos
+from .rows import BatchBuilder, MessageIdEncoder, message_id
 
 READ_CHUNK = 256  # entries per bookie read request
 
@@ -102,16 +102,19 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
 def _rows(builder: BatchBuilder, entries: Iterator[tuple[int, int, bytes]], start: Pos, end: Pos, partition: int,
           batch_rows: int, starting_time: int | None, ending_time: int | None) -> Iterator[pa.RecordBatch]:
     chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
+    encoder = MessageIdEncoder(partition)
     for lid, eid, data in entries:
         for value, key, mid, publish, event, props in decode_entry(data, lid, eid, partition, chunks):
-            k = message_key(lid, eid, mid.batch_index())
+            batch = mid.batch_index()
+            k = (lid, eid, batch if batch > 0 else 0)
             if k < start or k >= end:
                 continue
             if ending_time is not None and publish >= ending_time:
                 return
             if starting_time is not None and publish < starting_time:
                 continue
-            builder.add(value, key, mid.serialize(), publish, event, props)
+            mid_bytes = encoder.encode(lid, eid, batch, mid.batch_size) if not mid.chunk_ids else mid.serialize()
+            builder.add(value, key, mid_bytes, publish, event, props)
             if len(builder) >= batch_rows:
                 yield builder.flush()
     if len(builder):

@@ -33,6 +33,39 @@ def message_id(partition: int, ledger_id: int, entry_id: int, batch_index: int, 
     return mid
 
 
+def _varint(n: int) -> bytes:
+    n &= 0xFFFFFFFFFFFFFFFF  # negative int32/int64 values take ten bytes, as protobuf writes them
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class MessageIdEncoder:
+    """``MessageId.serialize()`` bytes (a MessageIdData) without protobuf per message: the
+    ledger/entry/partition prefix is built once per entry, then only the batch fields vary."""
+
+    __slots__ = ("partition", "_entry", "_prefix")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self._entry: tuple[int, int] | None = None
+        self._prefix = b""
+
+    def encode(self, ledger_id: int, entry_id: int, batch_index: int, batch_size: int) -> bytes:
+        if self._entry != (ledger_id, entry_id):
+            self._entry = (ledger_id, entry_id)
+            prefix = b"\x08" + _varint(ledger_id) + b"\x10" + _varint(entry_id)
+            if self.partition != -1:
+                prefix += b"\x18" + _varint(self.partition)
+            self._prefix = prefix
+        if batch_index == -1:
+            return self._prefix + (b"0" + _varint(batch_size) if batch_size else b"")
+        return self._prefix + b" " + _varint(batch_index) + (b"0" + _varint(batch_size) if batch_size else b"")
+
+
 class BatchBuilder:
     """Collects one list per column; ``flush()`` turns them into one ``pyarrow.RecordBatch``."""
 
