@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from .admin import PARTITION_SUFFIX, AdminClient, full_topic_name
-from .errors import PulsarDataLossError
+from .errors import PulsarAdminError, PulsarDataLossError
 from .options import PulsarOptions
 from .positions import EARLIEST, LATEST, Pos, after
 
@@ -63,7 +63,12 @@ def topic_partitions(topics: list[str], admin: AdminClient) -> list[str]:
 
 
 def partition_info(admin: AdminClient, tp: str) -> PartitionInfo:
-    stats = admin.internal_stats(tp)
+    try:
+        stats = admin.internal_stats(tp)
+    except PulsarAdminError as exc:
+        if exc.status == 404 and PARTITION_SUFFIX in tp:
+            return PartitionInfo(tp, (), None)  # a partition nobody has used yet holds nothing
+        raise
     ledgers = tuple((int(li["ledgerId"]), int(li["entries"]), int(li.get("size", 0))) for li in stats["ledgers"])
     lac = Pos.parse(stats["lastConfirmedEntry"])
     if lac.entry_id >= 0:

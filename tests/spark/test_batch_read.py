@@ -208,3 +208,16 @@ def test_fail_on_data_loss_both_ways(spark: Any, pulsar_node: Any) -> None:
              .option("admin.url", pulsar_node.admin).option("topic", topic).option("startingOffsets", gone)
              .load().writeStream.format("memory").queryName("lossy").trigger(availableNow=True).start())
         q.awaitTermination(120)
+
+
+def test_partition_nobody_used_yet_reads_as_empty(spark: Any, pulsar_node: Any) -> None:
+    topic = "spark-unused-parts"
+    create_partitioned(pulsar_node, topic, 3)
+    c = pulsar_node.client()
+    try:
+        p = c.create_producer(f"{topic}-partition-1", batching_enabled=False)
+        p.send(b"only")
+        p.close()
+    finally:
+        c.close()
+    assert [bytes(r.value) for r in read(spark, pulsar_node, topic=topic).collect()] == [b"only"]

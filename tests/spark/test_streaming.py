@@ -102,3 +102,32 @@ def test_streaming_write_exactly_once_across_retry_and_restart(spark: Any, pulsa
             .option("admin.url", pulsar_node.admin).option("topic", dst).load().collect())
     values = sorted(bytes(r.value) for r in rows)
     assert values == [b"m-%04d" % i for i in range(150)]
+
+
+def test_stream_picks_up_new_partitions_and_topics(spark: Any, pulsar_node: Any) -> None:
+    create_partitioned(pulsar_node, "spark-grow", 1)
+    produce(pulsar_node, "spark-grow", [b"g0-%d" % i for i in range(5)])
+    df = stream(spark, pulsar_node, topicsPattern="spark-grow.*", startingOffsets="earliest")
+    q = df.select("value").writeStream.format("memory").queryName("grow").start()
+    try:
+        q.processAllAvailable()
+        admin_call(pulsar_node, "POST", "/admin/v2/persistent/public/default/spark-grow/partitions", 3)
+        c = pulsar_node.client()
+        try:
+            for i in (1, 2):
+                p = c.create_producer(f"spark-grow-partition-{i}", batching_enabled=False)
+                p.send(b"g%d-new" % i)
+                p.close()
+        finally:
+            c.close()
+        produce(pulsar_node, "spark-grow-extra", [b"extra"])
+        deadline = time.monotonic() + 60
+        want = {b"g0-%d" % i for i in range(5)} | {b"g1-new", b"g2-new", b"extra"}
+        got: set[bytes] = set()
+        while got != want and time.monotonic() < deadline:
+            q.processAllAvailable()
+            got = {bytes(r.value) for r in spark.sql("select value from grow").collect()}
+        assert got == want
+        assert spark.sql("select value from grow").count() == len(want)
+    finally:
+        q.stop()
