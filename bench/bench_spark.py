@@ -2,9 +2,11 @@
 
 Fills a 4-partition topic of a fresh ``quire standalone`` with N 100-byte messages (batched
 producer), then times, in one local Spark session (``local[2]``):
-  * ``spark.read.format("pulsar")...load().count()`` (broker read mode),
+  * ``spark.read.format("pulsar")...load().count()`` in broker read mode and in direct mode
+    (ledgers read from the bookie, metadata from a snapshot of the standalone's RocksDB store),
   * the same DataFrame written to Parquet,
-  * ``spark.read.parquet(<those rows>).count()`` and a Parquet-to-Parquet copy (the reference).
+  * ``spark.read.parquet(<those rows>).count()`` and a Parquet-to-Parquet copy (the reference),
+  * those Parquet rows written to a 4-partition topic with the connector (write rows/s).
 Each timing is the best of ``--repeat`` runs. Prints the figures and the ratios pulsar/parquet
 and writes bench/results/bench_spark.json.
 
@@ -97,6 +99,11 @@ def main() -> None:
               .option("topic", topic).load())
         pulsar_count_s, count = best(df.count, args.repeat)
         assert count == args.messages, count
+        direct = (spark.read.format("pulsar").option("service.url", url).option("admin.url", admin_url)
+                  .option("topic", topic).option("readMode", "direct")
+                  .option("metadata.url", f"rocksdb://{root / 'data' / 'metadata'}").load())
+        direct_count_s, dcount = best(direct.count, args.repeat)
+        assert dcount == args.messages, dcount
         ref = str(root / "reference.parquet")
         pulsar_parquet_s, _ = best(lambda: df.write.mode("overwrite").parquet(ref), args.repeat)
         pq = spark.read.parquet(ref)
@@ -105,6 +112,9 @@ def main() -> None:
         assert pcount == args.messages
         copy = str(root / "copy.parquet")
         parquet_copy_s, _ = best(lambda: pq.write.mode("overwrite").parquet(copy), args.repeat)
+        admin(admin_url, "PUT", "/admin/v2/persistent/public/default/bench-spark-out/partitions", 4)
+        write_s, _ = best(lambda: pq.select("value").write.format("pulsar").option("service.url", url)
+                          .option("topic", "bench-spark-out").mode("append").save(), 1)
         spark.stop()
     finally:
         proc.terminate()
@@ -116,10 +126,15 @@ def main() -> None:
         "fill_s": round(fill_s, 2),
         "pulsar_count_s": round(pulsar_count_s, 3),
         "pulsar_rows_per_s": round(args.messages / pulsar_count_s),
+        "direct_count_s": round(direct_count_s, 3),
+        "direct_rows_per_s": round(args.messages / direct_count_s),
         "pulsar_to_parquet_s": round(pulsar_parquet_s, 3),
         "parquet_count_s": round(parquet_count_s, 3),
         "parquet_to_parquet_s": round(parquet_copy_s, 3),
+        "pulsar_write_s": round(write_s, 3),
+        "pulsar_write_rows_per_s": round(args.messages / write_s),
         "ratio_count_pulsar_over_parquet": round(pulsar_count_s / parquet_count_s, 2),
+        "ratio_count_direct_over_parquet": round(direct_count_s / parquet_count_s, 2),
         "ratio_write_pulsar_over_parquet": round(pulsar_parquet_s / parquet_copy_s, 2),
     }
     print(json.dumps(result, indent=2))

@@ -52,7 +52,12 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
     stop = threading.Event()
 
     async def fetch() -> None:
-        store = await open_store(metadata_url)
+        if metadata_url.startswith("rocksdb://"):
+            # a standalone's embedded store: read a snapshot, the standalone process owns the database
+            from metadata.rocksdb_store import open_rocksdb_store
+            store = await open_rocksdb_store(metadata_url[len("rocksdb://"):], read_only=True)
+        else:
+            store = await open_store(metadata_url)
         try:
             async with BookKeeper(store, ClientConfig()) as bk:
                 for lid, first, last in _ledger_ranges(ledgers, start, end):
@@ -104,8 +109,7 @@ def _rows(builder: BatchBuilder, entries: Iterator[tuple[int, int, bytes]], star
     chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
     encoder = MessageIdEncoder(partition)
     for lid, eid, data in entries:
-        for value, key, mid, publish, event, props in decode_entry(data, lid, eid, partition, chunks):
-            batch = mid.batch_index()
+        for value, key, batch, batch_size, chunk_ids, publish, event, props in decode_entry(data, lid, eid, chunks):
             k = (lid, eid, batch if batch > 0 else 0)
             if k < start or k >= end:
                 continue
@@ -113,7 +117,8 @@ def _rows(builder: BatchBuilder, entries: Iterator[tuple[int, int, bytes]], star
                 return
             if starting_time is not None and publish < starting_time:
                 continue
-            mid_bytes = encoder.encode(lid, eid, batch, mid.batch_size) if not mid.chunk_ids else mid.serialize()
+            mid_bytes = encoder.encode(lid, eid, batch, batch_size) if not chunk_ids else \
+                message_id(partition, lid, eid, -1, 0, chunk_ids).serialize()
             builder.add(value, key, mid_bytes, publish, event, props)
             if len(builder) >= batch_rows:
                 yield builder.flush()
@@ -121,10 +126,10 @@ def _rows(builder: BatchBuilder, entries: Iterator[tuple[int, int, bytes]], star
         yield builder.flush()
 
 
-def decode_entry(data: bytes, ledger: int, entry: int, partition: int,
+def decode_entry(data: bytes, ledger: int, entry: int,
                  chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]]) -> Iterator[tuple[Any, ...]]:
-    """One stored entry -> ``(value, key, MessageId, publish_ms, event_ms, properties)`` per message;
-    chunks are kept in ``chunks`` until their last one arrives."""
+    """One stored entry -> ``(value, key, batch_index, batch_size, chunk_ids, publish_ms, event_ms,
+    properties)`` per message; chunks are kept in ``chunks`` until their last one arrives."""
     from clients.protocol import batch as batch_codec
     from clients.protocol import compression
     from clients.protocol.frames import parse_entry
@@ -146,20 +151,19 @@ def decode_entry(data: bytes, ledger: int, entry: int, partition: int,
         whole = b"".join(parts[0])
         if meta.compression:
             whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
-        yield (whole, meta.partition_key, message_id(partition, ledger, entry, -1, 0, tuple(parts[1])), publish,
-               meta.event_time, {kv.key: kv.value for kv in meta.properties})
+        yield (whole, meta.partition_key, -1, 0, tuple(parts[1]), publish, meta.event_time,
+               {kv.key: kv.value for kv in meta.properties})
         return
     body = compression.decompress(meta.compression, payload, meta.uncompressed_size) if meta.compression \
         else bytes(payload)
     if not meta.HasField("num_messages_in_batch"):
-        yield (body, meta.partition_key, message_id(partition, ledger, entry, -1, 0), publish, meta.event_time,
+        yield (body, meta.partition_key, -1, 0, None, publish, meta.event_time,
                {kv.key: kv.value for kv in meta.properties})
         return
     n = meta.num_messages_in_batch
     for i, (smm, _seq, value) in enumerate(batch_codec.split_batch(body, n)):
-        mid = message_id(partition, ledger, entry, i, n)
         if smm is None:
-            yield value, "", mid, publish, 0, {}
+            yield value, "", i, n, None, publish, 0, {}
         elif not smm.compacted_out:
-            yield (value, smm.partition_key, mid, publish, smm.event_time,
+            yield (value, smm.partition_key, i, n, None, publish, smm.event_time,
                    {kv.key: kv.value for kv in smm.properties})

@@ -34,11 +34,18 @@ def zk_cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperSer
 
 
 def test_direct_mode_reads_the_same_rows_as_broker_mode(spark: Any, zk_cluster: tuple[Cluster, str]) -> None:
+    cluster, zk_url = zk_cluster
+    check_same_rows(spark, cluster, zk_url, "spark-direct")
+
+
+def test_direct_mode_on_a_standalone_reads_a_metadata_snapshot(spark: Any, pulsar_node: Any) -> None:
+    check_same_rows(spark, pulsar_node, f"rocksdb://{pulsar_node.data_dir / 'metadata'}", "spark-direct-sa")
+
+
+def check_same_rows(spark: Any, cluster: Any, zk_url: str, topic: str) -> None:
     from tests.spark.conftest import admin_call
 
-    cluster, zk_url = zk_cluster
-    topic = "spark-direct"
-    admin_call(cluster, "PUT", f"/admin/v2/persistent/public/default/{topic}/partitions", 2)  # type: ignore[arg-type]
+    admin_call(cluster, "PUT", f"/admin/v2/persistent/public/default/{topic}/partitions", 2)
     sent = produce_mixed(cluster, topic)
 
     def rows(mode: str, **extra: str) -> list[tuple]:
