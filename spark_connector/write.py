@@ -106,27 +106,24 @@ class _TaskProducers:
         if result != self.clients.Result.Ok:
             self.errors.append(PulsarConnectorError(f"send failed: {result}"))
 
-    def send(self, row: Any, topic: str) -> None:
-        value = row["value"]
+    def send(self, value: Any, key: str | None, event_time: Any, props: Any, topic: str) -> None:
         if isinstance(value, str):
             value = value.encode()
-        elif value is not None:
+        elif value is None:
+            value = b""
+        elif type(value) is not bytes:
             value = bytes(value)
-        fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-        key = fields.get("__key")
         tp = self._target(topic, key)
         seq = self.counters.get(tp, 0)
         self.counters[tp] = seq + 1
-        props = fields.get("__messageProperties") or None
         producer = self._producer(tp)
         sequence_id = (self.epoch << SEQUENCE_EPOCH_SHIFT) | seq
         if sequence_id <= self.stored_upto[tp]:
             return
         producer.send_async(
-            value if value is not None else b"", self._done,
+            value, self._done,
             properties={str(k): str(v) for k, v in props.items()} if props else None,
-            partition_key=key, event_timestamp=_millis(fields.get("__eventTime")),
-            sequence_id=sequence_id,
+            partition_key=key, event_timestamp=_millis(event_time), sequence_id=sequence_id,
         )
 
     def flush(self) -> None:
@@ -143,20 +140,33 @@ class _TaskProducers:
             self.client.close()
 
 
-def write_rows(opts: PulsarOptions, rows: Iterator[Any], name: str, epoch: int, attempt: int) -> WriteResult:
+def write_rows(opts: PulsarOptions, schema: StructType, rows: Iterator[Any], name: str, epoch: int,
+               attempt: int) -> WriteResult:
     from .admin import full_topic_name
 
+    names = schema.fieldNames()
+
+    def col(name: str) -> int | None:
+        return names.index(name) if name in names else None
+
+    i_value, i_key, i_event, i_props, i_topic = (col(c) for c in
+                                                 ("value", "__key", "__eventTime", "__messageProperties", "__topic"))
+    assert i_value is not None
     default_topic = full_topic_name(opts.topic) if opts.topic else None
+    topic_names: dict[str, str] = {}
     task = _TaskProducers(opts, name, epoch)
     n = 0
     try:
         for row in rows:
             topic = default_topic
-            if "__topic" in row.__fields__ and row["__topic"]:
-                topic = full_topic_name(row["__topic"])
+            if i_topic is not None and row[i_topic]:
+                raw = row[i_topic]
+                topic = topic_names.get(raw) or topic_names.setdefault(raw, full_topic_name(raw))
             if topic is None:
                 raise PulsarConnectorError("a row has no __topic and no topic option is set")
-            task.send(row, topic)
+            task.send(row[i_value], row[i_key] if i_key is not None else None,
+                      row[i_event] if i_event is not None else None,
+                      row[i_props] if i_props is not None else None, topic)
             n += 1
             if opts.fail_after_rows is not None and n == opts.fail_after_rows and attempt == 0:
                 task.flush()  # the rows so far are stored: the retry must not store them again
@@ -171,19 +181,21 @@ class PulsarBatchWriter(DataSourceWriter):
     def __init__(self, opts: PulsarOptions, schema: StructType) -> None:
         check_write_schema(opts, schema)
         self.opts = opts
+        self.schema = schema
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
-        return write_rows(self.opts, iterator, f"spark-{self.opts.write_id}-{part}", 0, attempt)
+        return write_rows(self.opts, self.schema, iterator, f"spark-{self.opts.write_id}-{part}", 0, attempt)
 
 
 class PulsarStreamWriter(DataSourceStreamWriter):
     def __init__(self, opts: PulsarOptions, schema: StructType) -> None:
         check_write_schema(opts, schema)
         self.opts = opts
+        self.schema = schema
 
     def write(self, iterator: Iterator[Any]) -> WriteResult:
         from pyspark import TaskContext
@@ -196,7 +208,7 @@ class PulsarStreamWriter(DataSourceStreamWriter):
         if not query or batch is None:
             raise PulsarConnectorError("the streaming query id / batch id are not visible to the task")
         name = f"spark-{self.opts.write_id if self.opts.raw.get('writeid') else query}-{ctx.partitionId()}"
-        return write_rows(self.opts, iterator, name, int(batch), ctx.attemptNumber())
+        return write_rows(self.opts, self.schema, iterator, name, int(batch), ctx.attemptNumber())
 
     def commit(self, messages: list[WriteResult | None], batchId: int) -> None:
         pass  # the rows are stored when write() returns; dedup makes replays harmless
