@@ -72,3 +72,18 @@ def test_defaults() -> None:
     assert batch.fail_on_data_loss is True and batch.read_mode == "broker"
     assert parse_options({"service.url": "pulsar://h:1", "topic": "t", "checkpointlocation": "/x"},
                          purpose="write").topic == "t"
+
+
+def test_read_limits_become_entry_budgets() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
+
+    from spark_connector.stream import PulsarStreamReader
+
+    reader = PulsarStreamReader(parse_options({**BASE, "topic": "a", "maxbytespertrigger": "1000"},
+                                              purpose="read", streaming=True))
+    assert isinstance(reader.getDefaultReadLimit(), ReadMaxBytes)
+    reader._infos = {"t": INFO, "u": INFO}  # 35 entries, 3500 bytes: 100 bytes an entry
+    backlog = {"t": (EARLIEST, Pos(9, 5)), "u": (EARLIEST, Pos(9, 5))}
+    assert reader._entry_budget(ReadMaxBytes(1000), backlog) == {"t": 5, "u": 5}
+    assert reader._entry_budget(ReadMaxRows(9), backlog) == {"t": 4, "u": 4}
+    assert reader._entry_budget(ReadAllAvailable(), backlog) is None
