@@ -94,6 +94,9 @@ def test_batch_read_equals_what_was_produced(spark: Any, pulsar_node: Any) -> No
             for m in (MessageId.deserialize(bytes(r["__messageId"])) for r in rows)
             if m.partition() == 0}
     assert ours == official
+    # readers are non-durable: the batch reads left no subscription pinning retention
+    from tests.spark.conftest import admin_call
+    assert admin_call(pulsar_node, "GET", f"/admin/v2/persistent/public/default/{topic}/subscriptions") == []
 
 
 def test_offsets_and_times_select_ranges(spark: Any, pulsar_node: Any) -> None:
