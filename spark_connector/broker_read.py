@@ -8,7 +8,6 @@ byte-compatible with the official client's. The reader is non-durable: nothing p
 
 from __future__ import annotations
 
-import time
 from typing import Iterator
 
 import pyarrow as pa

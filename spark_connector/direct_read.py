@@ -52,6 +52,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
     stop = threading.Event()
 
     async def fetch() -> None:
+        store: Any
         if metadata_url.startswith("rocksdb://"):
             # a standalone's embedded store: read a snapshot, the standalone process owns the database
             from metadata.rocksdb_store import open_rocksdb_store

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import PulsarOptionError
-from .positions import EARLIEST, LATEST, Pos, position_from_json
+from .positions import EARLIEST, Pos, position_from_json
 
 READ_MODES = ("broker", "direct")
 
@@ -155,8 +155,6 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         raise PulsarOptionError(names.get("endingoffsets", "endingOffsets"), "earliest is not a valid end")
     if isinstance(ending, dict) and any(p == EARLIEST for p in ending.values()):
         raise PulsarOptionError(names["endingoffsets"], "earliest (-2) is not a valid end")
-    if isinstance(starting, dict) and any(p == LATEST for p in starting.values()) and not streaming:
-        pass  # an empty range for that partition: allowed
     if streaming:
         for key in ("endingoffsets", "startingtime", "endingtime"):
             if key in opts:

@@ -9,7 +9,6 @@ taken from ``__messageId`` selects inside a batch. Offsets are written ``"L:E"``
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any, NamedTuple
 
 
@@ -74,13 +73,3 @@ def _from_serialized(data: bytes) -> Pos:
 
     mid = MessageId.deserialize(data)
     return Pos(mid.ledger_id(), mid.entry_id(), mid.batch_index())
-
-
-def offsets_to_json(offsets: dict[str, Pos]) -> dict[str, str]:
-    return {tp: str(p) for tp, p in sorted(offsets.items())}
-
-
-def offsets_from_json(data: dict[str, Any] | str) -> dict[str, Pos]:
-    if isinstance(data, str):
-        data = json.loads(data)
-    return {tp: Pos.parse(v) for tp, v in data.items()}

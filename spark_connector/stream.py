@@ -42,7 +42,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             f"{opts.subscription_prefix or 'spark-pulsar'}-{uuid.uuid4().hex[:12]}"
         self._infos: dict[str, PartitionInfo] = {}
         self._target: dict[str, Pos] | None = None  # Trigger.AvailableNow: never read past this
-        self._subscribed: set[str] = set()
+        self._subscribed: set[tuple[str, str]] = set()  # (subscription, topic-partition)
 
     # -- driver ---------------------------------------------------------------------------
 
@@ -58,7 +58,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         if (sub, tp) in self._subscribed:
             return
         self._admin().create_subscription(tp, sub, at.ledger_id, at.entry_id)
-        self._subscribed.add((sub, tp))  # type: ignore[arg-type]
+        self._subscribed.add((sub, tp))
 
     def initialOffset(self) -> dict:
         offsets = {}

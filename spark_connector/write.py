@@ -210,8 +210,8 @@ class PulsarStreamWriter(DataSourceStreamWriter):
         name = f"spark-{self.opts.write_id if self.opts.raw.get('writeid') else query}-{ctx.partitionId()}"
         return write_rows(self.opts, self.schema, iterator, name, int(batch), ctx.attemptNumber())
 
-    def commit(self, messages: list[WriteResult | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # the rows are stored when write() returns; dedup makes replays harmless
 
-    def abort(self, messages: list[WriteResult | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # a replay of this batch re-sends the same sequence ids
