@@ -177,12 +177,16 @@ def write_rows(opts: PulsarOptions, schema: StructType, rows: Iterator[Any], nam
     return WriteResult(n)
 
 
-class PulsarBatchWriter(DataSourceWriter):
+class _CheckedWriter:
+    """Options and input schema, checked on the driver when the writer is made."""
+
     def __init__(self, opts: PulsarOptions, schema: StructType) -> None:
         check_write_schema(opts, schema)
         self.opts = opts
         self.schema = schema
 
+
+class PulsarBatchWriter(_CheckedWriter, DataSourceWriter):
     def write(self, iterator: Iterator[Any]) -> WriteResult:
         from pyspark import TaskContext
 
@@ -191,12 +195,7 @@ class PulsarBatchWriter(DataSourceWriter):
         return write_rows(self.opts, self.schema, iterator, f"spark-{self.opts.write_id}-{part}", 0, attempt)
 
 
-class PulsarStreamWriter(DataSourceStreamWriter):
-    def __init__(self, opts: PulsarOptions, schema: StructType) -> None:
-        check_write_schema(opts, schema)
-        self.opts = opts
-        self.schema = schema
-
+class PulsarStreamWriter(_CheckedWriter, DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> WriteResult:
         from pyspark import TaskContext
 
