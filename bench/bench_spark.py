@@ -6,6 +6,7 @@ producer), then times, in one local Spark session (``local[2]``):
     (ledgers read from the bookie, metadata from a snapshot of the standalone's RocksDB store),
   * the same DataFrame written to Parquet,
   * ``spark.read.parquet(<those rows>).count()`` and a Parquet-to-Parquet copy (the reference),
+  * a streaming query (Trigger.AvailableNow, noop sink) over the whole backlog (ingest rows/s),
   * those Parquet rows written to a 4-partition topic with the connector (write rows/s).
 Each timing is the best of ``--repeat`` runs. Prints the figures and the ratios pulsar/parquet
 and writes bench/results/bench_spark.json.
@@ -99,6 +100,13 @@ def main() -> None:
               .option("topic", topic).load())
         pulsar_count_s, count = best(df.count, args.repeat)
         assert count == args.messages, count
+        def stream_all() -> None:
+            q = (spark.readStream.format("pulsar").option("service.url", url).option("admin.url", admin_url)
+                 .option("topic", topic).option("startingOffsets", "earliest").load()
+                 .writeStream.format("noop").option("checkpointLocation", str(root / f"ckpt-{time.time_ns()}"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+        stream_s, _ = best(stream_all, 1)
         direct = (spark.read.format("pulsar").option("service.url", url).option("admin.url", admin_url)
                   .option("topic", topic).option("readMode", "direct")
                   .option("metadata.url", f"rocksdb://{root / 'data' / 'metadata'}").load())
@@ -126,6 +134,8 @@ def main() -> None:
         "fill_s": round(fill_s, 2),
         "pulsar_count_s": round(pulsar_count_s, 3),
         "pulsar_rows_per_s": round(args.messages / pulsar_count_s),
+        "stream_available_now_s": round(stream_s, 3),
+        "stream_rows_per_s": round(args.messages / stream_s),
         "direct_count_s": round(direct_count_s, 3),
         "direct_rows_per_s": round(args.messages / direct_count_s),
         "pulsar_to_parquet_s": round(pulsar_parquet_s, 3),
