@@ -1,0 +1,156 @@
+"""Spark connector batch read vs Spark reading the same rows from a local Parquet file, same run.
+
+Fills a 4-partition topic of a fresh ``quire standalone`` with N 100-byte messages (batched
+producer), then times, in one local Spark session (``local[2]``):
+  * ``spark.read.format("pulsar")...load().count()`` in broker read mode and in direct mode
+    (ledgers read from the bookie, metadata from a snapshot of the standalone's RocksDB store),
+  * the same DataFrame written to Parquet,
+  * ``spark.read.parquet(<those rows>).count()`` and a Parquet-to-Parquet copy (the reference),
+  * a streaming query (Trigger.AvailableNow, noop sink) over the whole backlog (ingest rows/s),
+  * those Parquet rows written to a 4-partition topic with the connector (write rows/s).
+Each timing is the best of ``--repeat`` runs. Prints the figures and the ratios pulsar/parquet
+and writes bench/results/bench_spark.json.
+
+    .venv/bin/python bench/bench_spark.py [--messages 200000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_clients import start_standalone  # noqa: E402
+
+
+def admin(url: str, method: str, path: str, body: object) -> None:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method=method,
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+
+
+def fill(url: str, topic: str, n: int) -> float:
+    import clients
+
+    t0 = time.perf_counter()
+    c = clients.Client(url)
+    p = c.create_producer(topic, batching_enabled=True, batching_max_messages=1000, block_if_queue_full=True,
+                          max_pending_messages=20000)
+    payload = b"x" * 100
+    for i in range(n):
+        p.send_async(payload, None, partition_key=str(i % 97))
+    p.flush()
+    p.close()
+    c.close()
+    return time.perf_counter() - t0
+
+
+def best(fn, repeat: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=200_000, help="messages to read (issue target: 1,000,000)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_spark.json"))
+    args = ap.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    proc, url = start_standalone(root)
+    web = None
+    for line in proc.args:  # the admin port is the value after --web-port
+        if web == "next":
+            web = line
+            break
+        if line == "--web-port":
+            web = "next"
+    admin_url = f"http://127.0.0.1:{web}"
+    try:
+        topic = "bench-spark"
+        admin(admin_url, "PUT", f"/admin/v2/persistent/public/default/{topic}/partitions", 4)
+        fill_s = fill(url, topic, args.messages)
+
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+
+        from spark_connector import PulsarDataSource
+
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]).getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.dataSource.register(PulsarDataSource)
+        df = (spark.read.format("pulsar").option("service.url", url).option("admin.url", admin_url)
+              .option("topic", topic).load())
+        pulsar_count_s, count = best(df.count, args.repeat)
+        assert count == args.messages, count
+        def stream_all() -> None:
+            q = (spark.readStream.format("pulsar").option("service.url", url).option("admin.url", admin_url)
+                 .option("topic", topic).option("startingOffsets", "earliest").load()
+                 .writeStream.format("noop").option("checkpointLocation", str(root / f"ckpt-{time.time_ns()}"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination()
+        stream_s, _ = best(stream_all, 1)
+        direct = (spark.read.format("pulsar").option("service.url", url).option("admin.url", admin_url)
+                  .option("topic", topic).option("readMode", "direct")
+                  .option("metadata.url", f"rocksdb://{root / 'data' / 'metadata'}").load())
+        direct_count_s, dcount = best(direct.count, args.repeat)
+        assert dcount == args.messages, dcount
+        ref = str(root / "reference.parquet")
+        pulsar_parquet_s, _ = best(lambda: df.write.mode("overwrite").parquet(ref), args.repeat)
+        pq = spark.read.parquet(ref)
+        parquet_count_s, pcount = best(lambda: spark.read.parquet(ref).selectExpr("count(value)").collect()[0][0],
+                                       args.repeat)
+        assert pcount == args.messages
+        copy = str(root / "copy.parquet")
+        parquet_copy_s, _ = best(lambda: pq.write.mode("overwrite").parquet(copy), args.repeat)
+        admin(admin_url, "PUT", "/admin/v2/persistent/public/default/bench-spark-out/partitions", 4)
+        write_s, _ = best(lambda: pq.select("value").write.format("pulsar").option("service.url", url)
+                          .option("topic", "bench-spark-out").mode("append").save(), 1)
+        spark.stop()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+
+    result = {
+        "messages": args.messages, "payload_bytes": 100, "partitions": 4, "spark_master": "local[2]",
+        "fill_s": round(fill_s, 2),
+        "pulsar_count_s": round(pulsar_count_s, 3),
+        "pulsar_rows_per_s": round(args.messages / pulsar_count_s),
+        "stream_available_now_s": round(stream_s, 3),
+        "stream_rows_per_s": round(args.messages / stream_s),
+        "direct_count_s": round(direct_count_s, 3),
+        "direct_rows_per_s": round(args.messages / direct_count_s),
+        "pulsar_to_parquet_s": round(pulsar_parquet_s, 3),
+        "parquet_count_s": round(parquet_count_s, 3),
+        "parquet_to_parquet_s": round(parquet_copy_s, 3),
+        "pulsar_write_s": round(write_s, 3),
+        "pulsar_write_rows_per_s": round(args.messages / write_s),
+        "ratio_count_pulsar_over_parquet": round(pulsar_count_s / parquet_count_s, 2),
+        "ratio_count_direct_over_parquet": round(direct_count_s / parquet_count_s, 2),
+        "ratio_write_pulsar_over_parquet": round(pulsar_parquet_s / parquet_copy_s, 2),
+    }
+    print(json.dumps(result, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

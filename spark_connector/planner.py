@@ -1,0 +1,167 @@
+"""Driver-side planning: which topic-partitions, what each holds, how to split it into ranges.
+
+Everything here asks the admin API (partition counts, namespace topics, ``internalStats``:
+the ledger list and the last confirmed entry); executors never call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from .admin import PARTITION_SUFFIX, AdminClient, full_topic_name
+from .errors import PulsarAdminError, PulsarDataLossError
+from .options import PulsarOptions
+from .positions import EARLIEST, LATEST, Pos, after
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """What one topic-partition held when planned: ledgers ``[(ledger_id, entries, size)]`` and
+    the position after its last entry (``None`` when it holds nothing)."""
+
+    topic: str
+    ledgers: tuple[tuple[int, int, int], ...]
+    end: Pos | None
+
+    @property
+    def first(self) -> Pos | None:
+        for lid, entries, _ in self.ledgers:
+            if entries > 0:
+                return Pos(lid, 0)
+        return None
+
+
+def resolve_topics(opts: PulsarOptions, admin: AdminClient) -> list[str]:
+    """Base topic names (full) selected by topic / topics / topicsPattern."""
+    if opts.topic:
+        return [full_topic_name(opts.topic)]
+    if opts.topics:
+        return [full_topic_name(t) for t in opts.topics]
+    assert opts.topics_pattern
+    pattern = full_topic_name(opts.topics_pattern) if "/" in opts.topics_pattern or "://" in opts.topics_pattern \
+        else "persistent://public/default/" + opts.topics_pattern
+    namespace = pattern.split("://", 1)[1].rsplit("/", 1)[0]
+    regex = re.compile(pattern)
+    names = set()
+    for t in admin.namespace_topics(namespace):
+        base = t.split(PARTITION_SUFFIX)[0] if re.search(PARTITION_SUFFIX + r"\d+$", t) else t
+        if regex.fullmatch(base):
+            names.add(base)
+    return sorted(names)
+
+
+def topic_partitions(topics: list[str], admin: AdminClient) -> list[str]:
+    out: list[str] = []
+    for t in topics:
+        n = admin.partitions(t)
+        out.extend([f"{t}{PARTITION_SUFFIX}{i}" for i in range(n)] if n > 0 else [t])
+    return out
+
+
+def partition_info(admin: AdminClient, tp: str) -> PartitionInfo:
+    try:
+        stats = admin.internal_stats(tp)
+    except PulsarAdminError as exc:
+        if exc.status == 404 and PARTITION_SUFFIX in tp:
+            return PartitionInfo(tp, (), None)  # a partition nobody has used yet holds nothing
+        raise
+    ledgers = tuple((int(li["ledgerId"]), int(li["entries"]), int(li.get("size", 0))) for li in stats["ledgers"])
+    lac = Pos.parse(stats["lastConfirmedEntry"])
+    if lac.entry_id >= 0:
+        end: Pos | None = after(lac)
+    else:
+        # the current ledger is empty: the end is after the last entry of an earlier ledger
+        earlier = [(lid, n) for lid, n, _ in ledgers if n > 0 and lid <= lac.ledger_id]
+        end = after(Pos(earlier[-1][0], earlier[-1][1] - 1)) if earlier else None
+    return PartitionInfo(tp, ledgers, end)
+
+
+def entries_between(info: PartitionInfo, start: Pos, end: Pos) -> int:
+    n = 0
+    for lid, entries, _ in info.ledgers:
+        lo = max(Pos(lid, 0), Pos(start.ledger_id, start.entry_id))
+        hi = min(Pos(lid, entries), Pos(end.ledger_id, end.entry_id))
+        if lo.ledger_id == lid and hi.ledger_id == lid and hi.entry_id > lo.entry_id:
+            n += hi.entry_id - lo.entry_id
+        elif hi.ledger_id > lid >= lo.ledger_id and lo.ledger_id == lid:
+            n += entries - lo.entry_id
+    return n
+
+
+def advance(info: PartitionInfo, start: Pos, max_entries: int, end: Pos) -> Pos:
+    """The position ``max_entries`` entries after ``start`` (at most ``end``)."""
+    left = max_entries
+    for lid, entries, _ in info.ledgers:
+        if entries <= 0 or Pos(lid, entries) <= Pos(start.ledger_id, start.entry_id):
+            continue
+        first = start.entry_id if lid == start.ledger_id else 0
+        if lid < start.ledger_id:
+            continue
+        room = entries - max(first, 0)
+        if room >= left:
+            return min(Pos(lid, max(first, 0) + left), end)
+        left -= room
+    return end
+
+
+def check_data_loss(info: PartitionInfo, start: Pos, fail: bool) -> Pos:
+    """A start before the first stored entry (retention deleted it) is data loss."""
+    first = info.first
+    if start == EARLIEST or first is None or start >= first:
+        return start
+    if not any(lid == start.ledger_id for lid, _, _ in info.ledgers):
+        msg = (f"{info.topic}: position {start} was already deleted (first stored entry is {first}); "
+               "set failOnDataLoss=false to continue from there")
+        if fail:
+            raise PulsarDataLossError(msg)
+        log.warning("%s", msg)
+        return first
+    return start
+
+
+def split_ranges(info: PartitionInfo, start: Pos, end: Pos, per_partition: int) -> list[tuple[Pos, Pos]]:
+    """``[start, end)`` cut at ledger boundaries into pieces of about ``per_partition`` entries."""
+    if info.end is None or start >= end:
+        return []
+    end = min(end, info.end) if end.batch_index < 0 else end
+    pieces: list[tuple[Pos, Pos]] = []
+    cur_start, count = start, 0
+    for lid, entries, _ in info.ledgers:
+        if entries <= 0:
+            continue
+        n = entries_between(info, max(cur_start, Pos(lid, 0)), min(end, Pos(lid, entries)))
+        count += n
+        if count >= per_partition and Pos(lid, entries) < end:
+            boundary = Pos(lid, entries)
+            if boundary > cur_start:
+                pieces.append((cur_start, boundary))
+                cur_start, count = boundary, 0
+    if cur_start < end:
+        pieces.append((cur_start, end))
+    return pieces
+
+
+def resolve_start(spec: object, tp: str, info: PartitionInfo) -> Pos:
+    if spec == "earliest":
+        return EARLIEST
+    if spec == "latest":
+        return info.end or EARLIEST
+    assert isinstance(spec, dict)
+    pos = spec.get(tp)
+    if pos is None:
+        return EARLIEST
+    return info.end or EARLIEST if pos == LATEST else pos
+
+
+def resolve_end(spec: object, tp: str, info: PartitionInfo) -> Pos | None:
+    if info.end is None:
+        return None
+    if spec == "latest":
+        return info.end
+    assert isinstance(spec, dict)
+    pos = spec.get(tp, LATEST)
+    return info.end if pos == LATEST else pos

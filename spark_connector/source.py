@@ -1,0 +1,36 @@
+"""``PulsarDataSource``: the ``pulsar`` format for ``spark.read``/``readStream``/``write``/``writeStream``."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from .options import parse_options
+from .rows import SCHEMA_DDL
+
+
+class PulsarDataSource(DataSource):
+    """Register with ``spark.dataSource.register(PulsarDataSource)``; options as StreamNative's connector."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pulsar"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: StructType):  # type: ignore[no-untyped-def]
+        from .batch import PulsarBatchReader
+        return PulsarBatchReader(parse_options(self.options, purpose="read"))
+
+    def streamReader(self, schema: StructType):  # type: ignore[no-untyped-def]
+        from .stream import PulsarStreamReader
+        return PulsarStreamReader(parse_options(self.options, purpose="read", streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
+        from .write import PulsarBatchWriter
+        return PulsarBatchWriter(parse_options(self.options, purpose="write"), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
+        from .write import PulsarStreamWriter
+        return PulsarStreamWriter(parse_options(self.options, purpose="write"), schema)

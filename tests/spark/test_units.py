@@ -1,0 +1,89 @@
+"""Pure parts of the Spark connector: positions, planning arithmetic, option checks, id encoding."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from spark_connector.errors import PulsarDataLossError, PulsarOptionError
+from spark_connector.options import parse_options
+from spark_connector.planner import PartitionInfo, advance, check_data_loss, entries_between, split_ranges
+from spark_connector.positions import EARLIEST, LATEST, Pos, after, position_from_json
+from spark_connector.rows import MessageIdEncoder, message_id
+
+BASE = {"service.url": "pulsar://h:6650", "admin.url": "http://h:8080"}
+INFO = PartitionInfo("t", ((3, 10, 1000), (5, 0, 0), (7, 20, 2000), (9, 5, 500)), Pos(9, 5))
+
+
+def test_positions_order_and_parse() -> None:
+    assert Pos.parse("3:4") == Pos(3, 4) and str(Pos(3, 4, 2)) == "3:4:2"
+    assert EARLIEST < Pos(0, 0) < after(Pos(3, 9)) < Pos(4, 0) < LATEST
+    assert position_from_json(-2) == EARLIEST and position_from_json(-1) == LATEST
+    assert position_from_json({"ledgerId": 3, "entryId": 4}) == Pos(3, 4)
+    ser = list(message_id(1, 3, 4, 2, 10).serialize())
+    assert position_from_json(ser) == Pos(3, 4, 2)
+
+
+def test_entries_between_advance_and_split() -> None:
+    assert entries_between(INFO, EARLIEST, Pos(9, 5)) == 35
+    assert entries_between(INFO, Pos(3, 5), Pos(7, 3)) == 8
+    assert advance(INFO, Pos(3, 5), 8, Pos(9, 5)) == Pos(7, 3)
+    assert advance(INFO, EARLIEST, 100, Pos(9, 5)) == Pos(9, 5)
+    pieces = split_ranges(INFO, EARLIEST, Pos(9, 5), 10)
+    assert pieces == [(EARLIEST, Pos(3, 10)), (Pos(3, 10), Pos(7, 20)), (Pos(7, 20), Pos(9, 5))]
+    assert split_ranges(INFO, Pos(9, 5), Pos(9, 5), 10) == []
+    assert sum(entries_between(INFO, lo, hi) for lo, hi in pieces) == 35
+
+
+def test_data_loss_detection() -> None:
+    assert check_data_loss(INFO, Pos(3, 2), True) == Pos(3, 2)
+    with pytest.raises(PulsarDataLossError):
+        check_data_loss(INFO, Pos(1, 0), True)
+    assert check_data_loss(INFO, Pos(1, 0), False) == Pos(3, 0)
+
+
+def test_message_id_encoder_matches_serialize() -> None:
+    rnd = random.Random(7)
+    for _ in range(5000):
+        part, ledger, entry = rnd.choice([-1, 0, 3, 300]), rnd.choice([0, 5, 2**40]), rnd.choice([0, 127, 128, 99999])
+        batch = rnd.choice([-1, 0, 1, 500])
+        size = 0 if batch == -1 else rnd.choice([0, 1000])
+        assert MessageIdEncoder(part).encode(ledger, entry, batch, size) == \
+            message_id(part, ledger, entry, batch, size).serialize()
+
+
+@pytest.mark.parametrize("extra,named", [
+    ({"topic": "a", "endingOffsets": '{"a": -2}'}, "endingOffsets"),
+    ({"topic": "a", "subscriptionPrefix": "x", "predefinedSubscription": "y"}, "predefinedSubscription"),
+    ({"topic": "a", "maxEntriesPerTrigger": "0"}, "maxEntriesPerTrigger"),
+    ({"topic": "a", "pollTimeoutMs": "x"}, "pollTimeoutMs"),
+    ({"topic": "a", "service.url": "http://x"}, "service.url"),
+])
+def test_streaming_option_errors(extra: dict[str, str], named: str) -> None:
+    with pytest.raises(PulsarOptionError, match=f"'{named}'"):
+        parse_options({**BASE, **{k.lower(): v for k, v in extra.items()}}, purpose="read", streaming=True)
+
+
+def test_defaults() -> None:
+    batch = parse_options({**BASE, "topic": "a"}, purpose="read")
+    stream = parse_options({**BASE, "topic": "a"}, purpose="read", streaming=True)
+    assert batch.starting_offsets == "earliest" and stream.starting_offsets == "latest"
+    assert batch.fail_on_data_loss is True and batch.read_mode == "broker"
+    assert parse_options({"service.url": "pulsar://h:1", "topic": "t", "checkpointlocation": "/x"},
+                         purpose="write").topic == "t"
+
+
+def test_read_limits_become_entry_budgets() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
+
+    from spark_connector.stream import PulsarStreamReader
+
+    reader = PulsarStreamReader(parse_options({**BASE, "topic": "a", "maxbytespertrigger": "1000"},
+                                              purpose="read", streaming=True))
+    assert isinstance(reader.getDefaultReadLimit(), ReadMaxBytes)
+    reader._infos = {"t": INFO, "u": INFO}  # 35 entries, 3500 bytes: 100 bytes an entry
+    backlog = {"t": (EARLIEST, Pos(9, 5)), "u": (EARLIEST, Pos(9, 5))}
+    assert reader._entry_budget(ReadMaxBytes(1000), backlog) == {"t": 5, "u": 5}
+    assert reader._entry_budget(ReadMaxRows(9), backlog) == {"t": 4, "u": 4}
+    assert reader._entry_budget(ReadAllAvailable(), backlog) is None
