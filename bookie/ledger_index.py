@@ -25,6 +25,7 @@ from bookie.entry_log_format import Location, decode_location, encode_location
 _LOC_KEY = struct.Struct(">QQ")
 _LEDGER_KEY = struct.Struct(">Q")
 _MAX_ENTRY = (1 << 63) - 1
+TOP_UNKNOWN = -2  # LedgerState.top before the ledger's highest entry is looked up
 
 
 @dataclass(slots=True)
@@ -35,6 +36,9 @@ class LedgerState:
     explicit_lac: bytes = b""  # the client's explicit-LAC body, returned by READ_LAC
     lac: int = -1  # highest LAC seen (entries' piggybacked LAC or explicit)
     deleted: bool = False  # known deleted: adds are refused, never recreate it
+    # Not persisted: the highest entry id stored (cache, index or replay) once known in this
+    # process (TOP_UNKNOWN until then); adds above it are new and need no overwrite check.
+    top: int = -2
 
     def encode(self) -> bytes:
         return msgpack.packb(

@@ -27,7 +27,7 @@ from bookie.config import MB, BookieConfig
 from bookie.entry_logger import EntryLogger
 from bookie.errors import BookieIOError, NoEntryError, NoLedgerError, TooManyRequestsError
 from bookie.journal import Journal
-from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex, LedgerState
+from bookie.ledger_index import TOP_UNKNOWN, EntryLocationIndex, LedgerMetadataIndex, LedgerState
 from bookie.log_mark import LogMark
 from bookie.metrics import BookieMetrics
 from bookie.read_cache import ReadCache
@@ -111,7 +111,7 @@ class LedgerStorage:
         if st is not None and st.deleted:
             raise NoLedgerError(f"ledger {ledger_id} was deleted")
         if st is None:
-            st = self.states[ledger_id] = LedgerState(master_key=master_key)
+            st = self.states[ledger_id] = LedgerState(master_key=master_key, top=-1)  # new: no entries
             self._dirty.add(ledger_id)
             self.metrics.ledgers.set(len(self.states))
         return st
@@ -166,7 +166,11 @@ class LedgerStorage:
             self.request_flush()
         if st is None:
             st = self.states.get(ledger_id)
-        if st is not None and lac > st.lac:
+        if st is None:
+            return True
+        if entry_id > st.top != TOP_UNKNOWN:
+            st.top = entry_id
+        if lac > st.lac:
             st.lac = lac
             if ledger_id in self._lac_events:
                 self._notify_lac(ledger_id)

@@ -43,6 +43,16 @@ class BookieMetrics:
         self.ledgers = Gauge("bookie_ledgers", "Ledgers known to this bookie", registry=r)
         self.read_only = Gauge("bookie_read_only", "1 while the bookie is read-only", registry=r)
         self.connections = Gauge("bookie_connections", "Open client connections", registry=r)
+        self.overwrites_refused = Counter(
+            "bookie_add_entry_overwrite_refused", "Adds refused for carrying other bytes than the stored entry", registry=r
+        )
+        self.receive_buffered_bytes = Gauge(
+            "bookie_receive_buffered_bytes", "Bytes of partial request frames held for all connections", registry=r
+        )
+        self.connections_timed_out = Counter(
+            "bookie_connections_timed_out", "Connections closed for a request or reply stalled too long", registry=r
+        )
+        self.disk_full = Gauge("bookie_disk_full", "1 while read-only because a disk ran out of space", registry=r)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
