@@ -19,14 +19,14 @@ import trio
 
 from bookie import cookie, log_mark
 from bookie import journal_format as jf
-from bookie.config import BookieConfig
+from bookie.config import MB, BookieConfig
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
 from bookie.journal import Journal, replay_records
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
 from bookie.metrics import BookieMetrics
 from bookie.registration import BookieState, Registration
 from bookie.request_processor import RequestProcessor
-from bookie.server import serve_connection
+from bookie.server import ReceiveBudget, serve_connection
 from bookie.sync_thread import SyncThread
 from metadata.ledger_ids import ledger_path
 from metadata.store import MetadataStore
@@ -166,6 +166,10 @@ class Bookie:
             metrics=self.metrics,
             max_frame_size=cfg.netty_max_frame_size_bytes,
             max_pending=cfg.max_pending_requests_per_connection,
+            budget=ReceiveBudget(cfg.max_request_buffer_size_mb * MB, self.metrics),
+            high_water=cfg.server_write_buffer_high_water_mark,
+            low_water=cfg.server_write_buffer_low_water_mark,
+            stall_timeout=cfg.connection_stall_timeout_ms / 1000.0,
         )
         with self._server_scope:
             async with trio.open_nursery() as nursery:

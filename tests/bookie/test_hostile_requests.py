@@ -118,3 +118,86 @@ async def test_fencing_read_of_a_ledger_without_metadata_is_no_ledger(tmp_path: 
         await r.stop()
         nursery.cancel_scope.cancel()
     await store.close()
+
+
+async def test_partial_frames_are_bounded_in_total_and_time_out(tmp_path: Path) -> None:
+    """Connections holding partial frames (the attack: 200 x 5 MB) share a bounded buffer and
+    are closed when their frame does not complete in time; honest adds get through after."""
+    cfg = make_config(tmp_path, max_request_buffer_size_mb=8, connection_stall_timeout_ms=1500)
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        gauge = r.bookie.metrics.receive_buffered_bytes
+        peak = 0
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, int(gauge._value.get()))
+                await trio.sleep(0.005)
+
+        nursery.start_soon(watch)
+        closed_by_bookie = 0
+
+        async def attacker() -> None:
+            nonlocal closed_by_bookie
+            s = await trio.open_tcp_stream("127.0.0.1", r.bookie.port)
+            frame_len = 5 * 1024 * 1024
+            with trio.move_on_after(5):  # the bookie stops reading once the budget is used up
+                try:
+                    await s.send_all(frame_len.to_bytes(4, "big") + b"\0" * (2 * 1024 * 1024))
+                except trio.BrokenResourceError:
+                    pass  # closed by the bookie while still sending
+            with trio.fail_after(10):
+                try:
+                    while await s.receive_some(1024):
+                        pass
+                except trio.BrokenResourceError:
+                    pass
+            closed_by_bookie += 1
+            await s.aclose()
+
+        async with trio.open_nursery() as attackers:
+            for _ in range(20):
+                attackers.start_soon(attacker)
+            await trio.sleep(0.5)
+            with trio.fail_after(10):
+                assert (await r.client.add(1, 0, b"honest")).status == Status.OK
+        assert closed_by_bookie == 20
+        assert peak <= 8 * 1024 * 1024
+        assert peak >= 4 * 1024 * 1024  # the attack did fill the buffer
+        with trio.fail_after(5):
+            while gauge._value.get() or r.bookie.metrics.connections._value.get() != 1:
+                await trio.sleep(0.01)
+        assert r.bookie.metrics.connections_timed_out._value.get() == 20
+        assert (await r.client.add(1, 1, b"still")).status == Status.OK
+        await r.stop()
+        nursery.cancel_scope.cancel()
+
+
+async def test_replies_a_peer_does_not_read_are_bounded(tmp_path: Path) -> None:
+    """Pipelined reads whose replies are never taken: the bookie stops reading requests once
+    the connection's reply queue passes the high-water mark, then closes it after the timeout."""
+    cfg = make_config(tmp_path, connection_stall_timeout_ms=1500)
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        assert (await r.client.add(1, 0, b"x" * 512 * 1024)).status == Status.OK
+        from bookie import protocol
+
+        s = await trio.open_tcp_stream("127.0.0.1", r.bookie.port)
+        reqs = b"".join(
+            protocol.encode_request(protocol.Request(protocol.Op.READ, i, 1, 0)) for i in range(1, 301)
+        )
+        with trio.move_on_after(3):
+            try:
+                await s.send_all(reqs)
+            except trio.BrokenResourceError:
+                pass
+        await trio.sleep(0.5)
+        # 300 x 512 KiB = 150 MiB of replies if every request were answered into memory
+        assert r.bookie.processor.counts.get(("read", 0), 0) < 60
+        with trio.fail_after(10):
+            while r.bookie.metrics.connections._value.get() != 1:
+                await trio.sleep(0.01)
+        await s.aclose()
+        await r.stop()
+        nursery.cancel_scope.cancel()
