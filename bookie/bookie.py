@@ -21,7 +21,8 @@ from bookie import cookie, log_mark
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
-from bookie.journal import Journal, replay_records
+from bookie.errors import DiskFullError, is_disk_full
+from bookie.journal import Journal, replay_records, trim_preallocated
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
 from bookie.metrics import BookieMetrics
 from bookie.registration import BookieState, Registration
@@ -48,6 +49,7 @@ class Bookie:
             self._ledger_exists if store is not None else None,
         )
         self.registration = Registration(config, store, self.state, self.metrics, self.storage.disk_usage)
+        self.journal.on_disk_full = self.registration.disk_full
         self.port = 0
         self.http_port = 0
         self.replayed_records = 0
@@ -91,9 +93,25 @@ class Bookie:
             self._opened = True
             mark = await trio.to_thread.run_sync(log_mark.read_mark, ledger_dirs_current(self.config))
             await self._replay(mark)
-            await trio.to_thread.run_sync(self.journal.open_new_file)
+            # Earlier files' unused preallocation goes back to the disk before a new file takes some.
+            freed = await trio.to_thread.run_sync(trim_preallocated, self.journal.current_dir, 1 << 62)
+            if freed:
+                log.info("gave back %d bytes of unused journal preallocation", freed)
+            try:
+                await trio.to_thread.run_sync(self.journal.open_new_file)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                # Start read-only; the journal creates its file at its first write.
+                self.registration.disk_full(f"journal: {exc}")
             self.sync_thread = SyncThread(self.config, self.storage, self.journal, mark)
-            await self.sync_thread.checkpoint()
+            self.sync_thread.on_disk_full = self.registration.disk_full
+            self.sync_thread.disk_is_full = lambda: bool(self.state.disk_full)
+            try:
+                await self.sync_thread.checkpoint()
+            except DiskFullError:
+                # Start read-only: the replayed entries stay in the write cache and the journal.
+                pass
             await trio.to_thread.run_sync(self.registration.check_disks)
         except BaseException:
             self._close_files()

@@ -25,7 +25,7 @@ import trio
 
 from bookie.config import MB, BookieConfig
 from bookie.entry_logger import EntryLogger
-from bookie.errors import BookieIOError, NoEntryError, NoLedgerError, TooManyRequestsError
+from bookie.errors import BookieIOError, DiskFullError, NoEntryError, NoLedgerError, TooManyRequestsError, is_disk_full
 from bookie.journal import Journal
 from bookie.ledger_index import TOP_UNKNOWN, EntryLocationIndex, LedgerMetadataIndex, LedgerState
 from bookie.log_mark import LogMark
@@ -74,6 +74,9 @@ class LedgerStorage:
         # Set by the sync thread: asks for a checkpoint soon (the write cache filled up).
         self.request_flush: Callable[[], None] = lambda: None
         self._read_ahead_bytes = min(_READ_AHEAD_MAX_BYTES, self.read_cache.max_bytes // 2)
+        # A RocksDB write that failed (e.g. ENOSPC) leaves the database refusing every later
+        # write until it is reopened: the next checkpoint does that first.
+        self._indexes_broken = False
 
     # --- lifecycle (blocking; call from a thread) -----------------------------------------
 
@@ -296,6 +299,8 @@ class LedgerStorage:
         is in the half being flushed or was flushed earlier.
         """
         async with self._flush_lock:
+            if self._indexes_broken:
+                await self._reopen_indexes()
             if self.write_cache.flushing is None:
                 self._pending_mark = journal.durable_mark if journal is not None else None
                 half = self.write_cache.swap()
@@ -327,11 +332,22 @@ class LedgerStorage:
             per_dir = [[] for _ in range(n)]
             for item in entries:
                 per_dir[item[0] % n].append(item)
+        positions = [d.entry_logger.write_position() for d in self.dirs]
         try:
             located = []
             for d, items in zip(self.dirs, per_dir):
                 located.append(d.entry_logger.add_entries(items) if items else [])
                 d.entry_logger.flush()
+        except OSError as exc:
+            for d, pos in zip(self.dirs, positions):
+                try:
+                    d.entry_logger.truncate_to(pos)  # give back what the failed flush wrote
+                except OSError:
+                    log.exception("could not roll back entry log %s", d.current)
+            if is_disk_full(exc):
+                raise DiskFullError(f"checkpoint: entry log: {exc}") from exc
+            raise BookieIOError(f"checkpoint failed: {exc}") from exc
+        try:
             for d, items, locations in zip(self.dirs, per_dir, located):
                 if items:
                     d.locations.put_encoded(items, locations)
@@ -341,8 +357,36 @@ class LedgerStorage:
                 for lid, st in states.items():
                     if st.deleted:
                         d.locations.delete_ledger(lid)
-        except OSError as exc:
+        except Exception as exc:  # rocksdb errors have no common base class
+            self._indexes_broken = True
+            if is_disk_full(exc):
+                raise DiskFullError(f"checkpoint: index: {exc}") from exc
             raise BookieIOError(f"checkpoint failed: {exc}") from exc
+
+    async def _reopen_indexes(self) -> None:
+        """Close and reopen every dir's RocksDB indexes (the flush lock is held): reads wait,
+        holding every read token, so no thread uses a database while it is swapped."""
+        limiter = self._read_limiter
+        holders = [object() for _ in range(int(limiter.total_tokens))]
+        for h in holders:
+            await limiter.acquire_on_behalf_of(h)
+        try:
+            await trio.to_thread.run_sync(self._reopen_indexes_blocking)
+            self._indexes_broken = False
+            log.info("ledger indexes reopened after a failed write")
+        finally:
+            for h in holders:
+                limiter.release_on_behalf_of(h)
+
+    def _reopen_indexes_blocking(self) -> None:
+        for d in self.dirs:
+            for index in (d.locations, d.ledgers):
+                try:
+                    index.close()
+                except Exception:  # a database with a failed write may refuse a clean close
+                    log.warning("closing a failed index of %s", d.current, exc_info=True)
+            d.locations = EntryLocationIndex(d.current / "locations")
+            d.ledgers = LedgerMetadataIndex(d.current / "ledgers")
 
     # --- disk usage ------------------------------------------------------------------------
 

@@ -288,7 +288,8 @@ class RequestProcessor:
 
     def _adds_durable(self, tokens: list, err: BaseException | None) -> None:
         """A journal group is durable (or failed): answer all its adds, one send per connection."""
-        status = 0 if err is None else int(Status.IO)
+        # A group that failed for lack of space answers READ_ONLY (StorageError.status).
+        status = 0 if err is None else int(getattr(err, "status", Status.IO))
         pack = _ADD_REPLY.pack
         size, hlen = _ADD_REPLY.size - 4, _ADD_REPLY_HLEN
         last_conn = None
