@@ -91,6 +91,8 @@ class Bookie:
             await cookie.verify_and_write(self.config, self.store)
             await trio.to_thread.run_sync(self.storage.open)
             self._opened = True
+            if self.storage.disk_full_at_open:
+                self.registration.disk_full(self.storage.disk_full_at_open)
             mark = await trio.to_thread.run_sync(log_mark.read_mark, ledger_dirs_current(self.config))
             await self._replay(mark)
             # Earlier files' unused preallocation goes back to the disk before a new file takes some.
@@ -212,7 +214,7 @@ class Bookie:
             if self.state.running:
                 try:
                     await self.journal.flush()
-                    if self.sync_thread is not None:
+                    if self.sync_thread is not None and not self.state.disk_full:
                         await self.sync_thread.checkpoint()
                 except Exception:
                     log.exception("final flush failed; the journal still holds the data")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 import msgpack
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from bookie.entry_log_format import Location, decode_location, encode_location
 
@@ -50,8 +50,10 @@ class LedgerState:
         return cls(*msgpack.unpackb(data, raw=False))
 
 
-def _open(path: Path) -> Rdict:
+def _open(path: Path, read_only: bool = False) -> Rdict:
     opts = Options(raw_mode=True)
+    if read_only:  # needs no disk space (a start on a full disk); writes fail
+        return Rdict(str(path), opts, access_type=AccessType.read_only())
     opts.create_if_missing(True)
     return Rdict(str(path), opts)
 
@@ -63,8 +65,8 @@ def _sync_options() -> WriteOptions:
 
 
 class EntryLocationIndex:
-    def __init__(self, path: Path) -> None:
-        self._db = _open(path)
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self._db = _open(path, read_only)
         self._sync = _sync_options()
 
     def get(self, ledger_id: int, entry_id: int) -> Location | None:
@@ -111,8 +113,8 @@ class EntryLocationIndex:
 
 
 class LedgerMetadataIndex:
-    def __init__(self, path: Path) -> None:
-        self._db = _open(path)
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self._db = _open(path, read_only)
         self._sync = _sync_options()
 
     def load_all(self) -> dict[int, LedgerState]:

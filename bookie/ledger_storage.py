@@ -77,6 +77,7 @@ class LedgerStorage:
         # A RocksDB write that failed (e.g. ENOSPC) leaves the database refusing every later
         # write until it is reopened: the next checkpoint does that first.
         self._indexes_broken = False
+        self.disk_full_at_open = ""  # why open() had to open indexes read-only, if it had to
 
     # --- lifecycle (blocking; call from a thread) -----------------------------------------
 
@@ -85,7 +86,20 @@ class LedgerStorage:
             cur.mkdir(parents=True, exist_ok=True)
             logger = EntryLogger(cur, self.config.log_size_limit)
             logger.open()
-            d = DirStorage(cur, logger, EntryLocationIndex(cur / "locations"), LedgerMetadataIndex(cur / "ledgers"))
+            try:
+                d = DirStorage(cur, logger, EntryLocationIndex(cur / "locations"), LedgerMetadataIndex(cur / "ledgers"))
+            except Exception as exc:  # rocksdb errors have no common base class
+                if not is_disk_full(exc):
+                    raise
+                # No room even to open them for writing: read-only now, reopened for writing
+                # by the first checkpoint once space is back.
+                log.error("ledger indexes in %s opened read-only: %s", cur, exc)
+                self.disk_full_at_open = f"index: {exc}"
+                self._indexes_broken = True
+                d = DirStorage(
+                    cur, logger, EntryLocationIndex(cur / "locations", read_only=True),
+                    LedgerMetadataIndex(cur / "ledgers", read_only=True),
+                )
             self.dirs.append(d)
             self.states.update(d.ledgers.load_all())
         self.metrics.ledgers.set(len(self.states))
@@ -379,14 +393,27 @@ class LedgerStorage:
                 limiter.release_on_behalf_of(h)
 
     def _reopen_indexes_blocking(self) -> None:
+        failed: Exception | None = None
         for d in self.dirs:
             for index in (d.locations, d.ledgers):
                 try:
                     index.close()
                 except Exception:  # a database with a failed write may refuse a clean close
                     log.warning("closing a failed index of %s", d.current, exc_info=True)
-            d.locations = EntryLocationIndex(d.current / "locations")
-            d.ledgers = LedgerMetadataIndex(d.current / "ledgers")
+            try:
+                d.locations = EntryLocationIndex(d.current / "locations")
+            except Exception as exc:  # still no room: read-only handles keep reads served
+                failed = exc
+                d.locations = EntryLocationIndex(d.current / "locations", read_only=True)
+            try:
+                d.ledgers = LedgerMetadataIndex(d.current / "ledgers")
+            except Exception as exc:
+                failed = exc
+                d.ledgers = LedgerMetadataIndex(d.current / "ledgers", read_only=True)
+        if failed is not None:
+            if is_disk_full(failed):
+                raise DiskFullError(f"reopening the indexes: {failed}") from failed
+            raise BookieIOError(f"reopening the indexes: {failed}") from failed
 
     # --- disk usage ------------------------------------------------------------------------
 
