@@ -41,32 +41,56 @@ class ConnectionStalledError(Exception):
 class ReceiveBudget:
     """Bytes all connections together may keep in partial request frames.
 
-    A reader waits while the budget is used up, and then receives at most the room left (but
-    at least ``_MIN_RECEIVE``): what its decoder keeps stays charged to it until the frame
-    completes or the connection closes. Idle connections hold nothing.
+    What a reader's decoder keeps (a partial frame) stays charged to it until the frame
+    completes or the connection closes. A read itself is reserved before it happens, so the
+    readers together never receive past the limit: while the readers that wait in a plain
+    ``receive_some`` reserve at most half the budget (a full read each), a reader does that,
+    as before (the common case); otherwise it waits until its socket is readable and then
+    receives at most the room left at that instant (at least ``_MIN_RECEIVE``, else it waits
+    for room). Idle connections never hold more than that read reservation.
     """
 
     def __init__(self, limit: int, metrics: BookieMetrics) -> None:
-        self.limit = max(limit, _MIN_RECEIVE)
-        self.used = 0
+        self.limit = max(limit, 2 * _RECEIVE_SIZE)
+        self.used = 0  # partial frames kept + sized reads reserved
+        self.direct = 0  # readers in a plain receive_some, _RECEIVE_SIZE reserved each
         self.metrics = metrics
         self._freed = trio.Event()
 
+    def _free(self) -> int:
+        return self.limit - self.used - self.direct * _RECEIVE_SIZE
+
     async def wait_for_room(self) -> None:
-        while self.limit - self.used < _MIN_RECEIVE:
+        while self._free() < _MIN_RECEIVE:
             await self._freed.wait()
 
     def room(self) -> int:
         """How many bytes a reader may receive now (at least ``_MIN_RECEIVE`` after a wait)."""
-        return min(_RECEIVE_SIZE, max(self.limit - self.used, 0))
+        return min(_RECEIVE_SIZE, max(self._free(), 0))
+
+    def enter_direct(self) -> bool:
+        """Reserve a full read for a plain ``receive_some`` if that stays within the limits."""
+        if (self.direct + 1) * _RECEIVE_SIZE <= self.limit // 2 and self._free() >= _RECEIVE_SIZE:
+            self.direct += 1
+            return True
+        return False
+
+    def leave_direct(self, received: int) -> None:
+        """The plain read returned ``received`` bytes: they stay reserved, the rest is freed."""
+        self.direct -= 1
+        self.used += received
+        self._changed(True)
 
     def charge(self, delta: int) -> None:
         if delta:
             self.used += delta
-            self.metrics.receive_buffered_bytes.set(self.used)
-            if delta < 0:
-                self._freed.set()
-                self._freed = trio.Event()
+            self._changed(delta < 0)
+
+    def _changed(self, freed: bool) -> None:
+        self.metrics.receive_buffered_bytes.set(self.used)
+        if freed:
+            self._freed.set()
+            self._freed = trio.Event()
 
 
 class Connection:
@@ -188,6 +212,15 @@ async def _receive(
         while True:
             await conn.wait_drained()
             await budget.wait_for_room()
+            if budget.enter_direct():
+                data = b""
+                try:
+                    data = await stream.receive_some(_RECEIVE_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+                finally:
+                    budget.leave_direct(len(data))
+                return data, len(data)
             # Wait for data first, then size the read from the room left right now: no other
             # reader runs in between, so together they never receive past the budget.
             await trio.lowlevel.wait_readable(stream.socket)
