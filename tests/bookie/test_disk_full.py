@@ -6,7 +6,6 @@ preallocation given back) and becomes writable again once space returns."""
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from metadata import open_store
 from metadata.errors import NotFoundError
 from metadata.ledger_ids import ledger_path
 from tests.bookie.helpers import make_config
+from tests.fixtures.small_disk import mounted_tmpfs
 from tests.bookie.test_bookie_inprocess import start
 
 DISK_MB = 24
@@ -27,17 +27,8 @@ DISK_MB = 24
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(mnt)],
-                       check=True, capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", DISK_MB) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=10)
 
 
 def fill(disk: Path, leave: int) -> Path:

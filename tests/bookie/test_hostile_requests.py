@@ -1,6 +1,6 @@
 """Requests no honest client sends, refused without credentials (issue 10, item 4): an add that
-would overwrite a stored entry with other bytes, and a fencing read of a ledger that has no
-metadata."""
+would overwrite a stored entry with other bytes, a fencing read of a ledger that has no
+metadata, and connections that hold partial frames or never read their replies."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import trio
 
-from bookie import entry_format
-from bookie.protocol import Flag, Status
+from bookie import entry_format, protocol
+from bookie.protocol import Flag, Op, Status
 from metadata import open_store
 from metadata.ledger_ids import ledger_path
 from tests.bookie.helpers import MASTER_KEY, entry, make_config
@@ -112,7 +112,7 @@ async def test_fencing_read_of_a_ledger_without_metadata_is_no_ledger(tmp_path: 
         await store.create(ledger_path(101), b"meta", make_parents=True)
         assert (await c.read(101, -1, flags=Flag.FENCE, master_key=MASTER_KEY)).status == Status.NO_ENTRY
         assert (await c.add(101, 0, b"late")).status == Status.FENCED
-        resp = await c.call(__import__("bookie.protocol").protocol.Op.ADD, ledger_id=101, entry_id=0,
+        resp = await c.call(Op.ADD, ledger_id=101, entry_id=0,
                             flags=Flag.RECOVERY_ADD, master_key=MASTER_KEY, body=entry(101, 0, b"r"))
         assert resp.status == Status.OK
         await r.stop()
@@ -181,8 +181,6 @@ async def test_replies_a_peer_does_not_read_are_bounded(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         r = await start(cfg, nursery)
         assert (await r.client.add(1, 0, b"x" * 512 * 1024)).status == Status.OK
-        from bookie import protocol
-
         s = await trio.open_tcp_stream("127.0.0.1", r.bookie.port)
         reqs = b"".join(
             protocol.encode_request(protocol.Request(protocol.Op.READ, i, 1, 0)) for i in range(1, 301)

@@ -7,7 +7,6 @@ where mounting is not allowed."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,21 +14,13 @@ import pytest
 
 from metadata import open_store
 from metadata.errors import StoreUnavailableError
+from tests.fixtures.small_disk import mounted_tmpfs
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
-                       check=True, capture_output=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", 8) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=10)
 
 
 async def test_embedded_store_survives_a_full_disk(small_disk: Path) -> None:
