@@ -49,6 +49,7 @@ class Bookie:
             self._ledger_exists if store is not None else None,
         )
         self.registration = Registration(config, store, self.state, self.metrics, self.storage.disk_usage)
+        self.receive_budget = ReceiveBudget(config.max_request_buffer_size_mb * MB, self.metrics)
         self.journal.on_disk_full = self.registration.disk_full
         self.port = 0
         self.http_port = 0
@@ -72,6 +73,7 @@ class Bookie:
         self.processor.publish_metrics()
         self.metrics.write_cache_size.set(self.storage.write_cache.active.size)
         self.metrics.read_cache_size.set(self.storage.read_cache.size)
+        self.metrics.receive_buffered_bytes.set(self.receive_budget.used)
 
     async def _ledger_exists(self, ledger_id: int) -> bool:
         assert self.store is not None
@@ -186,7 +188,7 @@ class Bookie:
             metrics=self.metrics,
             max_frame_size=cfg.netty_max_frame_size_bytes,
             max_pending=cfg.max_pending_requests_per_connection,
-            budget=ReceiveBudget(cfg.max_request_buffer_size_mb * MB, self.metrics),
+            budget=self.receive_budget,
             high_water=cfg.server_write_buffer_high_water_mark,
             low_water=cfg.server_write_buffer_low_water_mark,
             stall_timeout=cfg.connection_stall_timeout_ms / 1000.0,

@@ -34,10 +34,6 @@ _MIN_RECEIVE = 64 * 1024  # a reader waits for at least this much room in the sh
 _YIELD_EVERY = 32  # frames processed between scheduling points
 
 
-class ConnectionStalledError(Exception):
-    """A request frame or the peer's reading of replies stalled beyond the timeout."""
-
-
 class ReceiveBudget:
     """Bytes all connections together may keep in partial request frames.
 
@@ -54,6 +50,7 @@ class ReceiveBudget:
         self.limit = max(limit, 2 * _RECEIVE_SIZE)
         self.used = 0  # partial frames kept + sized reads reserved
         self.direct = 0  # readers in a plain receive_some, _RECEIVE_SIZE reserved each
+        self._waiting = False  # a reader waits for room
         self.metrics = metrics
         self._freed = trio.Event()
 
@@ -62,6 +59,7 @@ class ReceiveBudget:
 
     async def wait_for_room(self) -> None:
         while self._free() < _MIN_RECEIVE:
+            self._waiting = True
             await self._freed.wait()
 
     def room(self) -> int:
@@ -87,8 +85,9 @@ class ReceiveBudget:
             self._changed(delta < 0)
 
     def _changed(self, freed: bool) -> None:
-        self.metrics.receive_buffered_bytes.set(self.used)
-        if freed:
+        # (the gauge is set from ``used`` on scrape: nothing per read on the hot path)
+        if freed and self._waiting:
+            self._waiting = False
             self._freed.set()
             self._freed = trio.Event()
 
@@ -105,6 +104,7 @@ class Connection:
         self.pending = 0
         self.closed = False
         self.stalled = False
+        self.frame_deadline = math.inf  # by when the partial request frame held must be whole
         self.high_water = high_water
         self.low_water = low_water
         self.stall_timeout = stall_timeout
@@ -204,39 +204,48 @@ async def serve_connection(
             await trio.aclose_forcefully(stream)
 
 
-async def _receive(
-    stream: trio.SocketStream, conn: Connection, budget: ReceiveBudget, deadline: float
-) -> tuple[bytes, int]:
+async def _receive(stream: trio.SocketStream, conn: Connection, budget: ReceiveBudget) -> tuple[bytes, int]:
     """The next bytes from the peer (b"" at its end) and the budget reserved for them."""
-    with trio.move_on_at(deadline):
-        while True:
+    while True:
+        if conn.out_bytes > conn.high_water:
             await conn.wait_drained()
+        if budget._free() < _MIN_RECEIVE:
             await budget.wait_for_room()
-            if budget.enter_direct():
-                data = b""
-                try:
-                    data = await stream.receive_some(_RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    pass
-                finally:
-                    budget.leave_direct(len(data))
-                return data, len(data)
-            # Wait for data first, then size the read from the room left right now: no other
-            # reader runs in between, so together they never receive past the budget.
-            await trio.lowlevel.wait_readable(stream.socket)
-            size = budget.room()
-            if size >= _MIN_RECEIVE or size == _RECEIVE_SIZE:
-                break
-        budget.charge(size)  # reserved until the caller charged what its decoder kept
-        try:
-            return await stream.receive_some(size), size
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return b"", size
-        except BaseException:
-            budget.charge(-size)
-            raise
-    conn.stalled = True
-    raise ConnectionStalledError(f"a request frame did not arrive whole within {conn.stall_timeout:.0f} s")
+        if budget.enter_direct():
+            data = b""
+            try:
+                data = await stream.receive_some(_RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            finally:
+                budget.leave_direct(len(data))
+            return data, len(data)
+        # Wait for data first, then size the read from the room left right now: no other
+        # reader runs in between, so together they never receive past the budget.
+        await trio.lowlevel.wait_readable(stream.socket)
+        size = budget.room()
+        if size >= _MIN_RECEIVE or size == _RECEIVE_SIZE:
+            break
+    budget.charge(size)  # reserved until the caller charged what its decoder kept
+    try:
+        return await stream.receive_some(size), size
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return b"", size
+    except BaseException:
+        budget.charge(-size)
+        raise
+
+
+async def _watch_stalls(conn: Connection, scope: trio.CancelScope) -> None:
+    """Close the connection once its partial frame is older than the stall timeout (checked
+    a few times per timeout: no timer per read on the hot path)."""
+    while True:
+        await trio.sleep(conn.stall_timeout / 4)
+        if trio.current_time() >= conn.frame_deadline:
+            log.warning("closing connection: a request frame did not arrive whole within %.0f s", conn.stall_timeout)
+            conn.stalled = True
+            scope.cancel()
+            return
 
 
 async def _serve(
@@ -248,11 +257,11 @@ async def _serve(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.writer, nursery.cancel_scope)
+            nursery.start_soon(_watch_stalls, conn, nursery.cancel_scope)
             fast, slow = processor.handle_fast, processor.handle_slow
-            deadline = math.inf  # by which the partial frame held must be complete
             try:
                 while True:
-                    data, reserved = await _receive(stream, conn, budget, deadline)
+                    data, reserved = await _receive(stream, conn, budget)
                     if not data:
                         budget.charge(-reserved)
                         break
@@ -263,9 +272,9 @@ async def _serve(
                         budget.charge(kept - held - reserved)
                         held = kept
                     if not kept:
-                        deadline = math.inf
-                    elif reqs or deadline == math.inf:
-                        deadline = trio.current_time() + conn.stall_timeout  # a new frame began
+                        conn.frame_deadline = math.inf
+                    elif reqs or conn.frame_deadline == math.inf:
+                        conn.frame_deadline = trio.current_time() + conn.stall_timeout  # a new frame began
                     for i, req in enumerate(reqs, 1):
                         conn.pending += 1
                         if not fast(req, conn):
@@ -280,7 +289,7 @@ async def _serve(
                             await trio.sleep(0)
                     if bad is not None:
                         raise bad
-            except (ProtocolError, ConnectionStalledError) as exc:
+            except ProtocolError as exc:
                 log.warning("closing connection: %s", exc)
             # The peer half-closed: let in-flight requests answer (bounded), then stop.
             with trio.move_on_after(5):

@@ -39,6 +39,7 @@ class SyncThread:
         storage.request_flush = self.request_flush
         self.on_disk_full: Callable[[str], None] = lambda reason: None
         self.disk_is_full: Callable[[], bool] = lambda: False
+        self._out_of_space = False  # the last checkpoint failed for lack of space
 
     def request_flush(self) -> None:
         self._requested.set()
@@ -50,11 +51,13 @@ class SyncThread:
             with trio.move_on_after(interval):
                 await self._requested.wait()
             self._requested = trio.Event()
-            if self.disk_is_full():
-                continue  # no room to write into: wait until the disk checker frees us
+            if self._out_of_space and self.disk_is_full():
+                continue  # no room to write into: wait until the disk checker sees space again
             try:
                 await self.checkpoint()
+                self._out_of_space = False
             except DiskFullError as exc:
+                self._out_of_space = True
                 log.warning("checkpoint postponed until disk space returns: %s", exc)
             except Exception:
                 # The flushing half stays in memory and is retried next round; the journal

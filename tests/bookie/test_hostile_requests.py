@@ -126,13 +126,13 @@ async def test_partial_frames_are_bounded_in_total_and_time_out(tmp_path: Path) 
     cfg = make_config(tmp_path, max_request_buffer_size_mb=8, connection_stall_timeout_ms=1500)
     async with trio.open_nursery() as nursery:
         r = await start(cfg, nursery)
-        gauge = r.bookie.metrics.receive_buffered_bytes
+        budget = r.bookie.receive_budget
         peak = 0
 
         async def watch() -> None:
             nonlocal peak
             while True:
-                peak = max(peak, int(gauge._value.get()))
+                peak = max(peak, budget.used)
                 await trio.sleep(0.005)
 
         nursery.start_soon(watch)
@@ -166,7 +166,7 @@ async def test_partial_frames_are_bounded_in_total_and_time_out(tmp_path: Path) 
         assert peak <= 8 * 1024 * 1024
         assert peak >= 4 * 1024 * 1024  # the attack did fill the buffer
         with trio.fail_after(5):
-            while gauge._value.get() or r.bookie.metrics.connections._value.get() != 1:
+            while budget.used or r.bookie.metrics.connections._value.get() != 1:
                 await trio.sleep(0.01)
         assert r.bookie.metrics.connections_timed_out._value.get() == 20
         assert (await r.client.add(1, 1, b"still")).status == Status.OK
