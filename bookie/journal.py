@@ -23,6 +23,7 @@ written at the same position once there is room. Any other write error fails the
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import queue
 import struct
@@ -461,20 +462,27 @@ def trim_preallocated(current_dir: Path, below: int) -> int:
         # Trimmed files end at a record; preallocated ones at a whole chunk of zeros.
         if size <= jf.HEADER_SIZE or (size - jf.HEADER_SIZE) % _SMALL_PREALLOC:
             continue
-        data = path.read_bytes()
-        result = jf.ScanResult(jf.HEADER_SIZE, "eof")
-        try:
-            jf.decode_header(data)
-            for _ in jf.scan(data, jf.HEADER_SIZE, result):
-                pass
-        except Exception:
-            continue
-        if result.reason not in ("zeros", "eof") or result.end_offset >= size:
-            continue
-        if any(data[result.end_offset :]):
-            continue  # not all zeros: keep it for inspection
-        os.truncate(path, result.end_offset)
-        freed += size - result.end_offset
+        # Mapped, not read: an old rolled file may be gigabytes (scanned once, then trimmed).
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            data = memoryview(mm)
+            try:
+                result = jf.ScanResult(jf.HEADER_SIZE, "eof")
+                try:
+                    jf.decode_header(data)
+                    for _ in jf.scan(data, jf.HEADER_SIZE, result):
+                        pass
+                except Exception:
+                    continue
+                end = result.end_offset
+                if result.reason not in ("zeros", "eof") or end >= size:
+                    continue
+                # Only zeros after the last record (else keep the file for inspection).
+                if any(data[i : i + MB].tobytes().strip(b"\0") for i in range(end, size, MB)):
+                    continue
+            finally:
+                data.release()
+        os.truncate(path, end)
+        freed += size - end
     return freed
 
 
