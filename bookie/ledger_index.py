@@ -25,7 +25,9 @@ from bookie.entry_log_format import Location, decode_location, encode_location
 _LOC_KEY = struct.Struct(">QQ")
 _LEDGER_KEY = struct.Struct(">Q")
 _MAX_ENTRY = (1 << 63) - 1
-TOP_UNKNOWN = -2  # LedgerState.top before the ledger's highest entry is looked up
+# LedgerState.top before the ledger's highest entry is looked up: above every entry id, so
+# "entry id > top" (a new entry, nothing to compare with) is never true while it is unknown.
+TOP_UNKNOWN = (1 << 63) - 1
 
 
 @dataclass(slots=True)
@@ -38,7 +40,7 @@ class LedgerState:
     deleted: bool = False  # known deleted: adds are refused, never recreate it
     # Not persisted: the highest entry id stored (cache, index or replay) once known in this
     # process (TOP_UNKNOWN until then); adds above it are new and need no overwrite check.
-    top: int = -2
+    top: int = TOP_UNKNOWN
 
     def encode(self) -> bytes:
         return msgpack.packb(

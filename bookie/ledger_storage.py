@@ -27,7 +27,7 @@ from bookie.config import MB, BookieConfig
 from bookie.entry_logger import EntryLogger
 from bookie.errors import BookieIOError, DiskFullError, NoEntryError, NoLedgerError, TooManyRequestsError, is_disk_full
 from bookie.journal import Journal
-from bookie.ledger_index import TOP_UNKNOWN, EntryLocationIndex, LedgerMetadataIndex, LedgerState
+from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex, LedgerState
 from bookie.log_mark import LogMark
 from bookie.metrics import BookieMetrics
 from bookie.read_cache import ReadCache
@@ -185,7 +185,7 @@ class LedgerStorage:
             st = self.states.get(ledger_id)
         if st is None:
             return True
-        if entry_id > st.top != TOP_UNKNOWN:
+        if entry_id > st.top:  # (never while unknown: TOP_UNKNOWN is above every id)
             st.top = entry_id
         if lac > st.lac:
             st.lac = lac

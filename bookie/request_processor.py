@@ -227,7 +227,7 @@ class RequestProcessor:
         if l != lid or e != req.entry_id:
             self._add_error(req, conn, int(Status.BAD_REQUEST))
             return True
-        if e <= st.top or st.top == TOP_UNKNOWN:  # else a new entry: nothing to compare with
+        if e <= st.top:  # else a new entry, nothing to compare with (never while top is unknown)
             stored = self._stored(lid, e, st)
             if stored is _UNKNOWN:
                 return False
@@ -245,7 +245,7 @@ class RequestProcessor:
     def _stored(self, lid: int, eid: int, st: LedgerState) -> object:
         """The entry's bytes as far as memory knows: None if nothing is stored (above the
         ledger's highest entry), the bytes if cached, else _UNKNOWN (it may be on disk)."""
-        if eid > st.top != TOP_UNKNOWN:
+        if eid > st.top:  # (never while unknown)
             return None
         storage = self.storage
         data = storage.write_cache.get(lid, eid)
