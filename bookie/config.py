@@ -71,7 +71,8 @@ class BookieConfig:
     disk_usage_threshold: float = 0.95
     disk_usage_lwm_threshold: float = 0.90
     disk_check_interval_ms: int = 10_000
-    # After running out of space, writable again only once every bookie dir has this much free.
+    # After running out of space, writable again only once every bookie dir has this much free
+    # (ledger dirs: at least db_storage_write_cache_max_size_mb, so the next checkpoint fits).
     disk_full_min_free_mb: int = 64
 
     def __post_init__(self) -> None:

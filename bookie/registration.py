@@ -4,8 +4,9 @@ A writable bookie is ``/ledgers/available/<host:port>``; a read-only one (its di
 ``disk_usage_threshold``) moves to ``/ledgers/available/readonly/<host:port>`` and refuses adds
 with READ_ONLY until usage drops below ``disk_usage_lwm_threshold``. Running out of space
 (ENOSPC in the journal, an entry log, an index) turns it read-only the same way, at once
-(:meth:`Registration.disk_full`); it becomes writable again once every bookie dir has
-``disk_full_min_free_mb`` free and usage is under the low-water mark. The node is re-created
+(:meth:`Registration.disk_full`); it becomes writable again once usage is under the low-water
+mark and every bookie dir has ``disk_full_min_free_mb`` free (ledger dirs: at least a whole
+write cache, so the next checkpoint fits). The node is re-created
 when the store reports the session lost (its ephemeral nodes are gone then).
 """
 
@@ -70,17 +71,21 @@ class Registration:
             self.metrics.read_only.set(1)
             self._mode_changed.set()  # re-register under readonly/ now, not at the next check
 
-    def _min_free(self) -> int:
-        """The least free space over the journal and ledger dirs' filesystems."""
-        dirs = [self.config.journal_directory, *self.config.ledger_directories]
-        free = []
-        for d in dirs:
+    def _room_again(self) -> bool:
+        """Every bookie dir has ``disk_full_min_free_mb`` free, and each ledger dir room for a
+        whole write cache too: less would let the next checkpoint fill the disk again at once."""
+        cfg = self.config
+        need = cfg.disk_full_min_free_mb * MB
+        dirs = [(cfg.journal_directory, need)]
+        dirs += [(d, max(need, cfg.db_storage_write_cache_max_size_mb * MB)) for d in cfg.ledger_directories]
+        for d, want in dirs:
             try:
                 st = os.statvfs(d)
             except OSError:
-                continue
-            free.append(st.f_bavail * st.f_frsize)
-        return min(free, default=0)
+                return False
+            if st.f_bavail * st.f_frsize < want:
+                return False
+        return True
 
     def _path(self, read_only: bool) -> str:
         return f"{READONLY_PATH if read_only else AVAILABLE_PATH}/{self.config.bookie_id}"
@@ -123,10 +128,9 @@ class Registration:
         free, total = self.disk_usage()
         used = 1.0 - (free / total) if total else 0.0
         if self.state.disk_full:
-            min_free = self._min_free()
-            if used >= self.config.disk_usage_lwm_threshold or min_free < self.config.disk_full_min_free_mb * MB:
+            if used >= self.config.disk_usage_lwm_threshold or not self._room_again():
                 return False
-            log.info("%d MB free again after running out of space: writable again", min_free // MB)
+            log.info("%d MB free again after running out of space: writable again", free // MB)
             self.state.disk_full = ""
             self.metrics.disk_full.set(0)
             self.state.read_only = False
