@@ -24,7 +24,7 @@ import trio
 
 from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
-from bookie.protocol import FrameDecoder
+from bookie.protocol import FrameDecoder, Op
 from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 _RECEIVE_SIZE = 1024 * 1024
 _MIN_RECEIVE = 64 * 1024  # a reader waits for at least this much room in the shared budget
 _YIELD_EVERY = 32  # frames processed between scheduling points
+# Reads of one connection that may run at once (each may become a reply of up to a frame):
+# what a peer that does not take its replies can make the bookie hold on top of the queue.
+_MAX_READS_IN_FLIGHT = 32
+_ADD = int(Op.ADD)
 
 
 class ReceiveBudget:
@@ -92,6 +96,19 @@ class ReceiveBudget:
             self._freed = trio.Event()
 
 
+class _ReadReply:
+    """The reply sink of one read run as a task: frees its read slot when it answers."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def send(self, frame: bytes) -> None:
+        self.conn.read_done()
+        self.conn.send(frame)
+
+
 class Connection:
     """One client connection; ``send`` is synchronous so journal callbacks can call it."""
 
@@ -113,6 +130,8 @@ class Connection:
         self._out_ready = trio.Event()
         self._room = trio.Event()
         self._drained = trio.Event()
+        self.reads_in_flight = 0  # reads running as tasks (their replies are not queued yet)
+        self._read_slot = trio.Event()
 
     def send(self, frame: bytes) -> None:
         self.pending -= 1
@@ -166,6 +185,16 @@ class Connection:
         self._room.set()
         self._drained.set()
         scope.cancel()
+
+    async def wait_read_slot(self) -> None:
+        """Pause the reader while ``_MAX_READS_IN_FLIGHT`` reads run for this connection."""
+        while self.reads_in_flight >= _MAX_READS_IN_FLIGHT and not self.closed:
+            self._read_slot = trio.Event()
+            await self._read_slot.wait()
+
+    def read_done(self) -> None:
+        self.reads_in_flight -= 1
+        self._read_slot.set()
 
     async def wait_drained(self) -> None:
         """Pause the reader while the peer has more than the high-water mark of replies queued."""
@@ -278,7 +307,13 @@ async def _serve(
                     for i, req in enumerate(reqs, 1):
                         conn.pending += 1
                         if not fast(req, conn):
-                            await slow(req, conn, nursery)
+                            if req.op == _ADD or (req.timeout_ms > 0 and req.previous_lac >= 0):
+                                await slow(req, conn, nursery)  # adds wait inline; long polls hold no data
+                            else:
+                                if conn.reads_in_flight >= _MAX_READS_IN_FLIGHT:
+                                    await conn.wait_read_slot()
+                                conn.reads_in_flight += 1
+                                await slow(req, _ReadReply(conn), nursery)
                         if conn.pending >= max_pending:
                             await conn.wait_for_room()
                         elif conn.out_bytes > conn.high_water:

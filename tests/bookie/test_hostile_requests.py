@@ -199,3 +199,32 @@ async def test_replies_a_peer_does_not_read_are_bounded(tmp_path: Path) -> None:
         await s.aclose()
         await r.stop()
         nursery.cancel_scope.cancel()
+
+
+async def test_disk_reads_whose_replies_are_not_taken_are_bounded(tmp_path: Path) -> None:
+    """The same with entries read from disk (each read a task): at most a bounded number of
+    them runs ahead of a peer that does not take its replies."""
+    cfg = make_config(tmp_path, connection_stall_timeout_ms=1500, db_storage_read_ahead_cache_max_size_mb=0)
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        for eid in range(4):
+            assert (await r.client.add(1, eid, b"x" * 512 * 1024)).status == Status.OK
+        await r.bookie.sync_thread.checkpoint()
+        s = await trio.open_tcp_stream("127.0.0.1", r.bookie.port)
+        reqs = b"".join(
+            protocol.encode_request(protocol.Request(Op.READ, i, 1, i % 4)) for i in range(1, 301)
+        )
+        with trio.move_on_after(3):
+            try:
+                await s.send_all(reqs)
+            except trio.BrokenResourceError:
+                pass
+        await trio.sleep(1.0)
+        # 300 x 512 KiB = 150 MiB of replies if every read ran
+        assert r.bookie.processor.counts.get(("read", 0), 0) < 80
+        with trio.fail_after(10):
+            while r.bookie.metrics.connections._value.get() != 1:
+                await trio.sleep(0.01)
+        await s.aclose()
+        await r.stop()
+        nursery.cancel_scope.cancel()
