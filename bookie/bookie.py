@@ -19,15 +19,16 @@ import trio
 
 from bookie import cookie, log_mark
 from bookie import journal_format as jf
-from bookie.config import BookieConfig
+from bookie.config import MB, BookieConfig
 from bookie.garbage_collector import GarbageCollector, check_gc_config
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
-from bookie.journal import Journal, replay_records
+from bookie.errors import DiskFullError, is_disk_full
+from bookie.journal import Journal, replay_records, trim_preallocated
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
 from bookie.metrics import BookieMetrics
 from bookie.registration import BookieState, Registration
 from bookie.request_processor import RequestProcessor
-from bookie.server import serve_connection
+from bookie.server import ReceiveBudget, serve_connection
 from bookie.sync_thread import SyncThread
 from metadata.ledger_ids import ledger_path
 from metadata.store import MetadataStore
@@ -51,6 +52,8 @@ class Bookie:
             self._ledger_exists if store is not None else None,
         )
         self.registration = Registration(config, store, self.state, self.metrics, self.storage.disk_usage)
+        self.receive_budget = ReceiveBudget(config.max_request_buffer_size_mb * MB, self.metrics)
+        self.journal.on_disk_full = self.registration.disk_full
         self.port = 0
         self.http_port = 0
         self.replayed_records = 0
@@ -73,6 +76,7 @@ class Bookie:
         self.processor.publish_metrics()
         self.metrics.write_cache_size.set(self.storage.write_cache.active.size)
         self.metrics.read_cache_size.set(self.storage.read_cache.size)
+        self.metrics.receive_buffered_bytes.set(self.receive_budget.used)
 
     async def _ledger_exists(self, ledger_id: int) -> bool:
         assert self.store is not None
@@ -93,11 +97,29 @@ class Bookie:
             await trio.to_thread.run_sync(self.storage.open)
             self._opened = True
             self.gc = [GarbageCollector(cfg, self.storage, i, self.store, self.metrics) for i in range(len(self.storage.dirs))]
+            if self.storage.disk_full_at_open:
+                self.registration.disk_full(self.storage.disk_full_at_open)
             mark = await trio.to_thread.run_sync(log_mark.read_mark, ledger_dirs_current(self.config))
             await self._replay(mark)
-            await trio.to_thread.run_sync(self.journal.open_new_file)
+            # Earlier files' unused preallocation goes back to the disk before a new file takes some.
+            freed = await trio.to_thread.run_sync(trim_preallocated, self.journal.current_dir, 1 << 62)
+            if freed:
+                log.info("gave back %d bytes of unused journal preallocation", freed)
+            try:
+                await trio.to_thread.run_sync(self.journal.open_new_file)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                # Start read-only; the journal creates its file at its first write.
+                self.registration.disk_full(f"journal: {exc}")
             self.sync_thread = SyncThread(self.config, self.storage, self.journal, mark)
-            await self.sync_thread.checkpoint()
+            self.sync_thread.on_disk_full = self.registration.disk_full
+            self.sync_thread.disk_is_full = lambda: bool(self.state.disk_full)
+            try:
+                await self.sync_thread.checkpoint()
+            except DiskFullError:
+                # Start read-only: the replayed entries stay in the write cache and the journal.
+                pass
             await trio.to_thread.run_sync(self.registration.check_disks)
         except BaseException:
             self._close_files()
@@ -172,6 +194,10 @@ class Bookie:
             metrics=self.metrics,
             max_frame_size=cfg.netty_max_frame_size_bytes,
             max_pending=cfg.max_pending_requests_per_connection,
+            budget=self.receive_budget,
+            high_water=cfg.server_write_buffer_high_water_mark,
+            low_water=cfg.server_write_buffer_low_water_mark,
+            stall_timeout=cfg.connection_stall_timeout_ms / 1000.0,
         )
         with self._server_scope:
             async with trio.open_nursery() as nursery:
@@ -198,7 +224,7 @@ class Bookie:
             if self.state.running:
                 try:
                     await self.journal.flush()
-                    if self.sync_thread is not None:
+                    if self.sync_thread is not None and not self.state.disk_full:
                         await self.sync_thread.checkpoint()
                 except Exception:
                     log.exception("final flush failed; the journal still holds the data")

@@ -203,6 +203,12 @@ def finish(current_dir: Path, copy: CompactionCopy, delete_old: Callable[[int], 
     _crash_point("done")
 
 
+def unfinished(current_dir: Path) -> list[str]:
+    """Compaction files a crash left behind in ``current_dir`` (what ``recover`` would act on)."""
+    return sorted(n for n in os.listdir(current_dir)
+                  if n.endswith(".log" + COMPACTING_SUFFIX) or _COMPACTED.match(n))
+
+
 def recover(current_dir: Path, locations: EntryLocationIndex) -> list[str]:
     """Finish or undo compactions a crash interrupted (blocking; before the dir serves reads).
     Returns what was done, one line per file."""

@@ -30,6 +30,14 @@ class BookieConfig:
     metadata_service_uri: str = ""  # "" = no metadata store (cookies on disk only, no registration)
     netty_max_frame_size_bytes: int = MAX_FRAME_SIZE
     max_pending_requests_per_connection: int = 10_000
+    # Replies queued for one connection: its reader pauses above the high mark until they drain
+    # below the low one (BookKeeper's Netty write-buffer water marks).
+    server_write_buffer_low_water_mark: int = 384 * 1024
+    server_write_buffer_high_water_mark: int = 512 * 1024
+    # Partial request frames and reads in flight, over all connections: readers wait for room.
+    max_request_buffer_size_mb: int = 128
+    # A request frame must arrive whole, and queued replies be taken, within this; else close.
+    connection_stall_timeout_ms: int = 30_000
 
     # --- directories --------------------------------------------------------------------
     journal_directory: str = "/tmp/bk-txn"
@@ -63,6 +71,9 @@ class BookieConfig:
     disk_usage_threshold: float = 0.95
     disk_usage_lwm_threshold: float = 0.90
     disk_check_interval_ms: int = 10_000
+    # After running out of space, writable again only once every bookie dir has this much free
+    # (ledger dirs: at least db_storage_write_cache_max_size_mb, so the next checkpoint fits).
+    disk_full_min_free_mb: int = 64
 
     # --- garbage collection / compaction (bookie.garbage_collector) ------------------------
     gc_wait_time_ms: int = 600_000
@@ -85,6 +96,10 @@ class BookieConfig:
             raise ConfigError("ledger_directories must name at least one directory")
         if self.db_storage_write_cache_max_size_mb <= 0:
             raise ConfigError("db_storage_write_cache_max_size_mb must be positive")
+        if self.max_request_buffer_size_mb <= 0 or self.connection_stall_timeout_ms <= 0:
+            raise ConfigError("max_request_buffer_size_mb and connection_stall_timeout_ms must be positive")
+        if self.server_write_buffer_low_water_mark > self.server_write_buffer_high_water_mark:
+            raise ConfigError("server_write_buffer_low_water_mark must not exceed the high-water mark")
 
     @property
     def bookie_id(self) -> str:

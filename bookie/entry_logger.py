@@ -177,6 +177,20 @@ class EntryLogger:
         write_all_at(self._fd, buf, offset)
         self._dirty = True
 
+    def write_position(self) -> tuple[int, int]:
+        """(current log id, append offset): what :meth:`truncate_to` rolls back to."""
+        return self.log_id, self._position
+
+    def truncate_to(self, position: tuple[int, int]) -> None:
+        """Drop what a failed checkpoint appended to the current log since ``position``, giving
+        the space back (e.g. after ENOSPC); nothing of it was indexed. Earlier logs it rotated
+        out stay (their entries are unindexed garbage for GC)."""
+        log_id, offset = position
+        if log_id != self.log_id or self._fd < 0:
+            offset = elf.HEADER_SIZE
+        os.ftruncate(self._fd, offset)
+        self._position = offset
+
     def flush(self) -> None:
         """fsync the current log (rotated logs were fsynced when they were finished)."""
         if self._dirty and self._fd >= 0:

@@ -7,6 +7,8 @@ handler turns any of them into a reply without a lookup table.
 
 from __future__ import annotations
 
+import errno
+
 
 class BookieError(Exception):
     """Base of every bookie error."""
@@ -47,6 +49,29 @@ class BookieIOError(StorageError):
     """A disk read or write failed (wire status IO)."""
 
     status = 501
+
+
+class DiskFullError(BookieIOError):
+    """A disk ran out of space: the bookie turns read-only (wire status READ_ONLY)."""
+
+    status = 505
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    """True if ``exc`` (or an exception it was raised from) means "no space left": an OSError
+    ENOSPC/EDQUOT, or a RocksDB error, which rocksdict raises as a bare Exception with text."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, DiskFullError):
+            return True
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc)
+        if "No space left on device" in text or "NoSpace" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 class NoLedgerError(StorageError):

@@ -11,12 +11,19 @@ order, only after its fsync: an add is acknowledged only once it is durable.
 
 A fresh file is started at every open and whenever ``journal_max_size_mb`` is reached. Files
 are preallocated (fallocate) in ``journal_pre_alloc_size_mb`` chunks so a group's fdatasync
-only flushes data, not block allocations, and so a torn tail reads as zeros.
+only flushes data, not block allocations, and so a torn tail reads as zeros; when the disk is
+short of space only what a group needs is allocated, and a file that is closed or rolled, or
+left by an earlier run, is truncated to its records (its unused preallocation returned).
+
+A group that fails for lack of space fails its records (DiskFullError) and reports it through
+``on_disk_full`` (the bookie turns read-only); the journal stays usable, the next group is
+written at the same position once there is room. Any other write error fails the journal.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import queue
 import struct
@@ -32,7 +39,7 @@ from crc32c import crc32c
 
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
-from bookie.errors import BookieIOError, JournalError
+from bookie.errors import BookieIOError, DiskFullError, JournalError, is_disk_full
 from bookie.file_io import write_all_at, write_all_at_durable
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
@@ -132,6 +139,8 @@ class Journal:
         # Receives the ack tokens of each durable (or failed) group in one call: per-group,
         # not per-record, work for the hot path (see append_ack).
         self.on_durable: Callable[[list, BaseException | None], None] = lambda tokens, err: None
+        # Told (with the reason) when a group could not be written for lack of disk space.
+        self.on_disk_full: Callable[[str], None] = lambda reason: None
         self._pending_bytes = 0
         self._pending_since = 0.0
         self._wakeup = trio.Event()
@@ -161,26 +170,38 @@ class Journal:
     def _open_file(self, file_id: int) -> None:
         path = self.current_dir / jf.file_name(file_id)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        header = jf.encode_header(file_id)
-        os.write(fd, header)
-        jf_file = _JournalFile(file_id, fd, len(header), len(header))
-        self._preallocate(jf_file)
-        os.fsync(fd)
-        fsync_dir(self.current_dir)
+        try:
+            header = jf.encode_header(file_id)
+            os.write(fd, header)
+            jf_file = _JournalFile(file_id, fd, len(header), len(header))
+            self._preallocate(jf_file)
+            os.fsync(fd)
+            fsync_dir(self.current_dir)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(path)  # holds nothing yet
+            raise
         self._file = jf_file
         self.durable_mark = LogMark(file_id, len(header))
 
-    def _preallocate(self, f: _JournalFile) -> None:
+    def _preallocate(self, f: _JournalFile, need: int = 0) -> None:
         chunk = self.config.journal_pre_alloc_size_mb * MB
         if chunk <= 0:
             f.prealloc_end = 1 << 62
             return
+        free = _free_bytes(self.current_dir)
+        if free < 4 * chunk:
+            # Short of space: allocate only what this write needs, so a restart or a roll
+            # does not take the last megabytes of the disk for zeros.
+            chunk = max(-(-need // _SMALL_PREALLOC) * _SMALL_PREALLOC, _SMALL_PREALLOC)
         # fallocate: the blocks are allocated up front (a group's fdatasync then carries no
         # allocation metadata) and read back as zeros, so a torn tail ends in zeros. Writing
         # real zeros instead would double the bytes the disk has to absorb.
         try:
             os.posix_fallocate(f.fd, f.prealloc_end, chunk)
-        except OSError:
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise
             os.pwrite(f.fd, b"\0", f.prealloc_end + chunk - 1)  # no fallocate: extend the size
         f.prealloc_end += chunk
 
@@ -312,9 +333,15 @@ class Journal:
         err: BaseException | None = None
         try:
             mark = await self._writer.run(self._write_group, bufs, sync)
-        except Exception as exc:  # OSError, or a bug: either way nothing more can be made durable
-            log.error("journal write failed, failing all further appends: %r", exc)
-            err = self._failed = exc
+        except Exception as exc:
+            if is_disk_full(exc):
+                # Nothing of this group counts; the next one is written at the same position.
+                log.error("journal out of disk space, failing this group: %s", exc)
+                err = DiskFullError(f"journal: {exc}")
+                self.on_disk_full(f"journal: {exc}")
+            else:  # an I/O error or a bug: nothing more can be made durable
+                log.error("journal write failed, failing all further appends: %r", exc)
+                err = self._failed = exc
         else:
             if sync:
                 self.durable_mark = mark
@@ -331,11 +358,13 @@ class Journal:
 
     def _write_group(self, bufs: list, sync: bool) -> LogMark:
         """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""
+        if self._file is None:
+            self.open_new_file()  # none could be created at start (disk full): try now
         f = self._file
         assert f is not None
         size = sum(map(len, bufs))
         while f.position + size > f.prealloc_end:
-            self._preallocate(f)
+            self._preallocate(f, f.position + size - f.prealloc_end)
         if sync:
             start = f.position
             f.position += write_all_at_durable(f.fd, bufs, f.position)
@@ -345,8 +374,15 @@ class Journal:
             f.position += write_all_at(f.fd, bufs, f.position)
         mark = LogMark(f.file_id, f.position)
         if sync and f.position >= self.config.journal_max_size_mb * MB:
-            os.close(f.fd)
-            self._open_file(f.file_id + 1)
+            try:
+                self._open_file(f.file_id + 1)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                # The group is durable; keep appending to this file and roll later.
+                log.warning("journal roll postponed: %s", exc)
+                return mark
+            _close_trimmed(f)
             mark = self.durable_mark
         return mark
 
@@ -369,7 +405,7 @@ class Journal:
         self._closed = True
         self._space.set()
         if self._file is not None:
-            os.close(self._file.fd)
+            _close_trimmed(self._file)
             self._file = None
 
     # --- cleanup and replay ----------------------------------------------------------------
@@ -385,6 +421,69 @@ class Journal:
             except FileNotFoundError:
                 pass
         return doomed
+
+
+_SMALL_PREALLOC = 64 * 1024
+
+
+def _free_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _close_trimmed(f: _JournalFile) -> None:
+    """Close a journal file, first giving back its unused preallocated tail."""
+    try:
+        os.ftruncate(f.fd, f.position)
+    except OSError as exc:
+        log.warning("journal %s: could not trim its preallocation: %s", jf.file_name(f.file_id), exc)
+    os.close(f.fd)
+
+
+def trim_preallocated(current_dir: Path, below: int) -> int:
+    """Truncate journal files with ids below ``below`` to their last good record when their
+    tail is unused preallocation (zeros) left by a crash or an older version; returns the
+    bytes given back. A file whose scan ends in a corrupt record is left as it is."""
+    freed = 0
+    if not current_dir.exists():
+        return 0
+    for fid in list_journal_ids(current_dir):
+        if fid >= below:
+            continue
+        path = current_dir / jf.file_name(fid)
+        size = path.stat().st_size
+        # Trimmed files end at a record; preallocated ones at a whole chunk of zeros.
+        if size <= jf.HEADER_SIZE or (size - jf.HEADER_SIZE) % _SMALL_PREALLOC:
+            continue
+        # Mapped, not read: an old rolled file may be gigabytes (scanned once, then trimmed).
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            data = memoryview(mm)
+            try:
+                result = jf.ScanResult(jf.HEADER_SIZE, "eof")
+                try:
+                    jf.decode_header(data)
+                    for _ in jf.scan(data, jf.HEADER_SIZE, result):
+                        pass
+                except Exception:
+                    continue
+                end = result.end_offset
+                if result.reason not in ("zeros", "eof") or end >= size:
+                    continue
+                # Only zeros after the last record (else keep the file for inspection).
+                if any(data[i : i + MB].tobytes().strip(b"\0") for i in range(end, size, MB)):
+                    continue
+            finally:
+                data.release()
+        os.truncate(path, end)
+        freed += size - end
+    return freed
 
 
 # A record for ledger 0 with an unused negative id: replay skips it; it only forces a group.

@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import msgpack
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from bookie.entry_log_format import Location, decode_location, encode_location
 
 _LOC_KEY = struct.Struct(">QQ")
 _LEDGER_KEY = struct.Struct(">Q")
 _MAX_ENTRY = (1 << 63) - 1
+# LedgerState.top before the ledger's highest entry is looked up: above every entry id, so
+# "entry id > top" (a new entry, nothing to compare with) is never true while it is unknown.
+TOP_UNKNOWN = (1 << 63) - 1
 
 
 @dataclass(slots=True)
@@ -35,6 +38,9 @@ class LedgerState:
     explicit_lac: bytes = b""  # the client's explicit-LAC body, returned by READ_LAC
     lac: int = -1  # highest LAC seen (entries' piggybacked LAC or explicit)
     deleted: bool = False  # known deleted: adds are refused, never recreate it
+    # Not persisted: the highest entry id stored (cache, index or replay) once known in this
+    # process (TOP_UNKNOWN until then); adds above it are new and need no overwrite check.
+    top: int = TOP_UNKNOWN
 
     def encode(self) -> bytes:
         return msgpack.packb(
@@ -46,8 +52,10 @@ class LedgerState:
         return cls(*msgpack.unpackb(data, raw=False))
 
 
-def _open(path: Path) -> Rdict:
+def _open(path: Path, read_only: bool = False) -> Rdict:
     opts = Options(raw_mode=True)
+    if read_only:  # needs no disk space (a start on a full disk); writes fail
+        return Rdict(str(path), opts, access_type=AccessType.read_only())
     opts.create_if_missing(True)
     return Rdict(str(path), opts)
 
@@ -59,8 +67,8 @@ def _sync_options() -> WriteOptions:
 
 
 class EntryLocationIndex:
-    def __init__(self, path: Path) -> None:
-        self._db = _open(path)
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self._db = _open(path, read_only)
         self._sync = _sync_options()
 
     def get(self, ledger_id: int, entry_id: int) -> Location | None:
@@ -118,8 +126,8 @@ class EntryLocationIndex:
 
 
 class LedgerMetadataIndex:
-    def __init__(self, path: Path) -> None:
-        self._db = _open(path)
+    def __init__(self, path: Path, read_only: bool = False) -> None:
+        self._db = _open(path, read_only)
         self._sync = _sync_options()
 
     def load_all(self) -> dict[int, LedgerState]:

@@ -26,7 +26,7 @@ import trio
 from bookie import compactor
 from bookie.config import MB, BookieConfig
 from bookie.entry_logger import EntryLogger
-from bookie.errors import BookieIOError, NoEntryError, NoLedgerError, TooManyRequestsError
+from bookie.errors import BookieIOError, DiskFullError, NoEntryError, NoLedgerError, TooManyRequestsError, is_disk_full
 from bookie.journal import Journal
 from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex, LedgerState
 from bookie.log_mark import LogMark
@@ -75,17 +75,42 @@ class LedgerStorage:
         # Set by the sync thread: asks for a checkpoint soon (the write cache filled up).
         self.request_flush: Callable[[], None] = lambda: None
         self._read_ahead_bytes = min(_READ_AHEAD_MAX_BYTES, self.read_cache.max_bytes // 2)
+        # A RocksDB write that failed (e.g. ENOSPC) leaves the database refusing every later
+        # write until it is reopened: the next checkpoint does that first.
+        self._indexes_broken = False
+        self.disk_full_at_open = ""  # why open() had to open indexes read-only, if it had to
 
     # --- lifecycle (blocking; call from a thread) -----------------------------------------
 
     def open(self) -> None:
         for cur in ledger_dirs_current(self.config):
             cur.mkdir(parents=True, exist_ok=True)
-            locations = EntryLocationIndex(cur / "locations")
-            compactor.recover(cur, locations)  # before any read or new log id
+            opened: list[EntryLocationIndex | LedgerMetadataIndex] = []
+            try:
+                locations = EntryLocationIndex(cur / "locations")
+                opened.append(locations)
+                ledgers = LedgerMetadataIndex(cur / "ledgers")
+            except Exception as exc:  # rocksdb errors have no common base class
+                for index in opened:  # reopened read-only below: one handle per database
+                    index.close()
+                if not is_disk_full(exc):
+                    raise
+                if compactor.unfinished(cur):
+                    # Finishing it writes the index: starting without it could reuse its log id.
+                    raise DiskFullError(f"{cur}: an interrupted compaction cannot be finished on a full "
+                                        f"disk ({exc}); free some space and start again") from exc
+                # No room even to open them for writing: read-only now, reopened for writing
+                # by the first checkpoint once space is back.
+                log.error("ledger indexes in %s opened read-only: %s", cur, exc)
+                self.disk_full_at_open = f"index: {exc}"
+                self._indexes_broken = True
+                locations = EntryLocationIndex(cur / "locations", read_only=True)
+                ledgers = LedgerMetadataIndex(cur / "ledgers", read_only=True)
+            else:
+                compactor.recover(cur, locations)  # before any read or new log id
             logger = EntryLogger(cur, self.config.log_size_limit)
             logger.open()
-            d = DirStorage(cur, logger, locations, LedgerMetadataIndex(cur / "ledgers"))
+            d = DirStorage(cur, logger, locations, ledgers)
             self.dirs.append(d)
             self.states.update(d.ledgers.load_all())
         self.metrics.ledgers.set(len(self.states))
@@ -114,7 +139,7 @@ class LedgerStorage:
         if st is not None and st.deleted:
             raise NoLedgerError(f"ledger {ledger_id} was deleted")
         if st is None:
-            st = self.states[ledger_id] = LedgerState(master_key=master_key)
+            st = self.states[ledger_id] = LedgerState(master_key=master_key, top=-1)  # new: no entries
             self._dirty.add(ledger_id)
             self.metrics.ledgers.set(len(self.states))
         return st
@@ -169,7 +194,11 @@ class LedgerStorage:
             self.request_flush()
         if st is None:
             st = self.states.get(ledger_id)
-        if st is not None and lac > st.lac:
+        if st is None:
+            return True
+        if entry_id > st.top:  # (never while unknown: TOP_UNKNOWN is above every id)
+            st.top = entry_id
+        if lac > st.lac:
             st.lac = lac
             if ledger_id in self._lac_events:
                 self._notify_lac(ledger_id)
@@ -303,6 +332,8 @@ class LedgerStorage:
         is in the half being flushed or was flushed earlier.
         """
         async with self._flush_lock:
+            if self._indexes_broken:
+                await self._reopen_indexes()
             if self.write_cache.flushing is None:
                 self._pending_mark = journal.durable_mark if journal is not None else None
                 half = self.write_cache.swap()
@@ -334,11 +365,22 @@ class LedgerStorage:
             per_dir = [[] for _ in range(n)]
             for item in entries:
                 per_dir[item[0] % n].append(item)
+        positions = [d.entry_logger.write_position() for d in self.dirs]
         try:
             located = []
             for d, items in zip(self.dirs, per_dir):
                 located.append(d.entry_logger.add_entries(items) if items else [])
                 d.entry_logger.flush()
+        except OSError as exc:
+            for d, pos in zip(self.dirs, positions):
+                try:
+                    d.entry_logger.truncate_to(pos)  # give back what the failed flush wrote
+                except OSError:
+                    log.exception("could not roll back entry log %s", d.current)
+            if is_disk_full(exc):
+                raise DiskFullError(f"checkpoint: entry log: {exc}") from exc
+            raise BookieIOError(f"checkpoint failed: {exc}") from exc
+        try:
             for d, items, locations in zip(self.dirs, per_dir, located):
                 if items:
                     d.locations.put_encoded(items, locations)
@@ -349,7 +391,10 @@ class LedgerStorage:
                 for lid, st in states.items():
                     if st.deleted:
                         d.locations.delete_ledger(lid)
-        except OSError as exc:
+        except Exception as exc:  # rocksdb errors have no common base class
+            self._indexes_broken = True
+            if is_disk_full(exc):
+                raise DiskFullError(f"checkpoint: index: {exc}") from exc
             raise BookieIOError(f"checkpoint failed: {exc}") from exc
 
     async def tombstone(self, ledger_ids: list[int]) -> None:
@@ -376,6 +421,44 @@ class LedgerStorage:
         """Run ``fn(*args)`` in a thread while no checkpoint writes locations (compaction)."""
         async with self._flush_lock:
             return await trio.to_thread.run_sync(fn, *args)
+
+    async def _reopen_indexes(self) -> None:
+        """Close and reopen every dir's RocksDB indexes (the flush lock is held): reads wait,
+        holding every read token, so no thread uses a database while it is swapped."""
+        limiter = self._read_limiter
+        holders = [object() for _ in range(int(limiter.total_tokens))]
+        for h in holders:
+            await limiter.acquire_on_behalf_of(h)
+        try:
+            await trio.to_thread.run_sync(self._reopen_indexes_blocking)
+            self._indexes_broken = False
+            log.info("ledger indexes reopened after a failed write")
+        finally:
+            for h in holders:
+                limiter.release_on_behalf_of(h)
+
+    def _reopen_indexes_blocking(self) -> None:
+        failed: Exception | None = None
+        for d in self.dirs:
+            for index in (d.locations, d.ledgers):
+                try:
+                    index.close()
+                except Exception:  # a database with a failed write may refuse a clean close
+                    log.warning("closing a failed index of %s", d.current, exc_info=True)
+            try:
+                d.locations = EntryLocationIndex(d.current / "locations")
+            except Exception as exc:  # still no room: read-only handles keep reads served
+                failed = exc
+                d.locations = EntryLocationIndex(d.current / "locations", read_only=True)
+            try:
+                d.ledgers = LedgerMetadataIndex(d.current / "ledgers")
+            except Exception as exc:
+                failed = exc
+                d.ledgers = LedgerMetadataIndex(d.current / "ledgers", read_only=True)
+        if failed is not None:
+            if is_disk_full(failed):
+                raise DiskFullError(f"reopening the indexes: {failed}") from failed
+            raise BookieIOError(f"reopening the indexes: {failed}") from failed
 
     # --- disk usage ------------------------------------------------------------------------
 

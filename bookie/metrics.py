@@ -66,6 +66,16 @@ class BookieMetrics:
         self.entry_log_usage = Gauge(
             "bookie_entry_log_usage", "Entry logs per usage bucket (live/total bytes, upper bound le)", ["dir", "le"], registry=r
         )
+        self.overwrites_refused = Counter(
+            "bookie_add_entry_overwrite_refused", "Adds refused for carrying other bytes than the stored entry", registry=r
+        )
+        self.receive_buffered_bytes = Gauge(
+            "bookie_receive_buffered_bytes", "Bytes of partial request frames held for all connections", registry=r
+        )
+        self.connections_timed_out = Counter(
+            "bookie_connections_timed_out", "Connections closed for a request or reply stalled too long", registry=r
+        )
+        self.disk_full = Gauge("bookie_disk_full", "1 while read-only because a disk ran out of space", registry=r)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

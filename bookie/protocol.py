@@ -242,6 +242,10 @@ class FrameDecoder:
         """Bytes held back waiting for the rest of a frame."""
         return len(self._buf)
 
+    def reset(self) -> None:
+        """Drop the held-back bytes and give their memory back (the connection is closing)."""
+        self._buf = bytearray()
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         buf = self._buf
         if buf:

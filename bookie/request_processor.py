@@ -33,7 +33,7 @@ from bookie.errors import (
     UnauthorizedError,
 )
 from bookie.journal import Journal
-from bookie.ledger_index import LedgerState
+from bookie.ledger_index import TOP_UNKNOWN, LedgerState
 from bookie.ledger_storage import LedgerStorage
 from bookie.metrics import BookieMetrics
 from bookie.protocol import Flag, Op, Request, Status, encode_frame
@@ -55,6 +55,8 @@ _PIGGYBACK = int(Flag.PIGGYBACK)
 _HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
 _RANGE_MAX_BYTES = 4 * 1024 * 1024  # stay well under the 5 MiB frame limit
 _RANGE_MAX_ENTRIES = 10_000
+# What memory cannot tell about a stored entry: it may be on disk (only the slow path looks).
+_UNKNOWN = object()
 
 
 class ReplySink(Protocol):
@@ -225,11 +227,60 @@ class RequestProcessor:
         if l != lid or e != req.entry_id:
             self._add_error(req, conn, int(Status.BAD_REQUEST))
             return True
+        if e <= st.top:  # else a new entry, nothing to compare with (never while top is unknown)
+            stored = self._stored(lid, e, st)
+            if stored is _UNKNOWN:
+                return False
+            if stored is not None and stored != body:
+                self._refuse_overwrite(req, conn)
+                return True
         if not self.storage.try_add(lid, e, body, lac, st):
             return False
         self.added_bytes += len(body)
         journal.append_ack(body, (conn, req.request_id, lid, e))
         return True
+
+    # --- overwrites: an entry, once stored, only ever gets its own bytes again --------------
+
+    def _stored(self, lid: int, eid: int, st: LedgerState) -> object:
+        """The entry's bytes as far as memory knows: None if nothing is stored (above the
+        ledger's highest entry), the bytes if cached, else _UNKNOWN (it may be on disk)."""
+        if eid > st.top:  # (never while unknown)
+            return None
+        storage = self.storage
+        data = storage.write_cache.get(lid, eid)
+        if data is None:
+            data = storage.read_cache.get(lid, eid)
+        return _UNKNOWN if data is None else data
+
+    async def _stored_on_disk(self, lid: int, eid: int) -> bytes | None:
+        """Learn the ledger's highest entry (once) and, if ``eid`` is not above it, read it.
+        Valid while the write cache's active half is the one returned by the caller's check."""
+        storage = self.storage
+        while True:
+            st = storage.state(lid)
+            if st is None:
+                return None  # deleted meanwhile: the caller's re-check answers
+            if st.top != TOP_UNKNOWN:
+                break
+            half = storage.write_cache.active
+            top = await storage.last_entry_id(lid)
+            # A checkpoint in between may have moved an entry from the cache to the index
+            # behind the seek: look again.
+            if storage.write_cache.active is half and st.top == TOP_UNKNOWN:
+                st.top = top
+        if eid > st.top:
+            return None
+        try:
+            return await storage.read_entry(lid, eid)
+        except (NoEntryError, NoLedgerError):
+            return None
+
+    def _refuse_overwrite(self, req: Request, conn: ReplySink) -> None:
+        # No honest client does this (recovery rewrites identical bytes): keep what is stored.
+        self.metrics.overwrites_refused.inc()
+        log.warning("refusing add %d:%d: other bytes than the stored entry", req.ledger_id, req.entry_id)
+        self._add_error(req, conn, int(Status.BAD_REQUEST))
 
     def _journal_add(self, req: Request, conn: ReplySink) -> None:
         self.added_bytes += len(req.body)
@@ -237,7 +288,8 @@ class RequestProcessor:
 
     def _adds_durable(self, tokens: list, err: BaseException | None) -> None:
         """A journal group is durable (or failed): answer all its adds, one send per connection."""
-        status = 0 if err is None else int(Status.IO)
+        # A group that failed for lack of space answers READ_ONLY (StorageError.status).
+        status = 0 if err is None else int(getattr(err, "status", Status.IO))
         pack = _ADD_REPLY.pack
         size, hlen = _ADD_REPLY.size - 4, _ADD_REPLY_HLEN
         last_conn = None
@@ -275,6 +327,7 @@ class RequestProcessor:
         """
         lid = req.ledger_id
         deadline = 0.0
+        on_disk: tuple[object, bytes | None] | None = None  # (write-cache half, bytes) of a disk look-up
         try:
             while True:
                 await self.journal.wait_for_space()
@@ -292,8 +345,19 @@ class RequestProcessor:
                 if status:
                     self._add_error(req, conn, status)
                     return
+                eid = req.entry_id
+                stored = self._stored(lid, eid, st)
+                if stored is _UNKNOWN:
+                    half = self.storage.write_cache.active
+                    if on_disk is None or on_disk[0] is not half:
+                        on_disk = (half, await self._stored_on_disk(lid, eid))
+                        continue  # re-check everything after the await
+                    stored = on_disk[1]
+                if stored is not None and stored != req.body:
+                    self._refuse_overwrite(req, conn)
+                    return
                 lac = _ENTRY_IDS.unpack_from(req.body)[2]
-                if self.storage.try_add(lid, req.entry_id, req.body, lac):
+                if self.storage.try_add(lid, eid, req.body, lac):
                     break
                 if not deadline:
                     self.metrics.throttled_adds.inc()
@@ -353,6 +417,12 @@ class RequestProcessor:
         if self.storage.is_deleted(lid):
             raise NoLedgerError(f"ledger {lid} was deleted")
         st = self.storage.states.get(lid)
+        if st is None and self.ledger_exists is not None and not await self.ledger_exists(lid):
+            # No metadata: not a recovery, a stranger (e.g. fencing future ledger ids, which
+            # would refuse their creator later). Keep no state and journal nothing.
+            st = self.storage.states.get(lid)
+            if st is None:
+                raise NoLedgerError(f"fencing read of ledger {lid}, which has no metadata")
         if st is None:
             # BookKeeper creates the ledger on a fence read: recovery may reach a bookie
             # that never got an entry, and it must still refuse the old writer from now on.

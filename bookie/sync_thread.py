@@ -4,16 +4,22 @@ Every ``flush_interval_ms``, or sooner when the write cache fills: flush the wri
 the entry logs + index of every ledger dir, then persist the LastLogMark (in every ledger
 dir, never backwards), then delete journal files older than the mark beyond
 ``journal_max_backups``. Only this task advances the mark, because it spans all dirs.
+
+A checkpoint that runs out of disk space reports it (``on_disk_full``: the bookie turns
+read-only) and is not retried until the bookie is writable again: the write cache keeps the
+entries and the journal still holds them, so nothing acknowledged is lost.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import trio
 
 from bookie import log_mark
 from bookie.config import BookieConfig
+from bookie.errors import DiskFullError, is_disk_full
 from bookie.journal import Journal
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
 from bookie.log_mark import LogMark
@@ -31,6 +37,9 @@ class SyncThread:
         self._lock = trio.Lock()
         self.checkpoints = 0
         storage.request_flush = self.request_flush
+        self.on_disk_full: Callable[[str], None] = lambda reason: None
+        self.disk_is_full: Callable[[], bool] = lambda: False
+        self._out_of_space = False  # the last checkpoint failed for lack of space
 
     def request_flush(self) -> None:
         self._requested.set()
@@ -42,8 +51,14 @@ class SyncThread:
             with trio.move_on_after(interval):
                 await self._requested.wait()
             self._requested = trio.Event()
+            if self._out_of_space and self.disk_is_full():
+                continue  # no room to write into: wait until the disk checker sees space again
             try:
                 await self.checkpoint()
+                self._out_of_space = False
+            except DiskFullError as exc:
+                self._out_of_space = True
+                log.warning("checkpoint postponed until disk space returns: %s", exc)
             except Exception:
                 # The flushing half stays in memory and is retried next round; the journal
                 # still holds every entry, so nothing acknowledged is lost.
@@ -53,9 +68,16 @@ class SyncThread:
     async def checkpoint(self) -> LogMark:
         """One full checkpoint; returns the persisted mark."""
         async with self._lock:
-            mark = await self.storage.checkpoint(self.journal)
+            try:
+                mark = await self.storage.checkpoint(self.journal)
+                if mark is not None and mark > self.persisted_mark:
+                    await trio.to_thread.run_sync(log_mark.write_mark, ledger_dirs_current(self.config), mark)
+            except Exception as exc:
+                if not is_disk_full(exc):
+                    raise
+                self.on_disk_full(str(exc))
+                raise DiskFullError(str(exc)) from exc
             if mark is not None and mark > self.persisted_mark:
-                await trio.to_thread.run_sync(log_mark.write_mark, ledger_dirs_current(self.config), mark)
                 self.persisted_mark = mark
                 await trio.to_thread.run_sync(self.journal.gc_journals, mark)
             self.checkpoints += 1

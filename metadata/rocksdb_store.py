@@ -12,6 +12,10 @@ Key layout (one keyspace, raw bytes):
   ``E<owner u64 BE><path>`` -> b"" : ephemeral index, per owning session.
 Every operation is one WriteBatch; the WAL is fsynced before the operation returns (writers
 that overlap share the fsync), so a call that returned survives SIGKILL and power loss.
+
+A write RocksDB cannot make (e.g. the disk is full) fails with StoreUnavailableError; RocksDB
+then refuses every later write until the database is reopened, so the next write reopens it
+first (read-only while there is still no room for that, so reads keep working).
 """
 
 from __future__ import annotations
@@ -56,17 +60,11 @@ class RocksDBNodeTable(NodeTable):
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         self.path = str(path)
         self.read_only = read_only
-        opts = Options(raw_mode=True)
         try:
-            if read_only:
-                # A snapshot as of now, readable while another process holds the LOCK.
-                self._db = Rdict(self.path, opts, access_type=AccessType.read_only())
-            else:
-                Path(self.path).mkdir(parents=True, exist_ok=True)
-                opts.create_if_missing(True)
-                self._db = Rdict(self.path, opts)
+            self._db = self._open(read_only)
         except Exception as exc:  # rocksdict raises a bare Exception (e.g. the LOCK is held)
             raise StoreUnavailableError(f"cannot open metadata database {self.path}: {exc}") from exc
+        self._broken = False  # a write failed: reopen before the next one
         # Session ids need no disk write: ephemeral nodes of earlier processes are swept on
         # open, so ids only have to be unique within this process. Seeding with the clock
         # (as ZooKeeper does) keeps them distinct across restarts too, which helps in logs.
@@ -75,6 +73,34 @@ class RocksDBNodeTable(NodeTable):
         self._written = 0  # commits so far
         self._synced = 0  # commits known durable
         self._sync_lock = threading.Lock()
+
+    def _open(self, read_only: bool) -> Rdict:
+        opts = Options(raw_mode=True)
+        if read_only:
+            # A snapshot as of now, readable while another process holds the LOCK.
+            return Rdict(self.path, opts, access_type=AccessType.read_only())
+        Path(self.path).mkdir(parents=True, exist_ok=True)
+        opts.create_if_missing(True)
+        return Rdict(self.path, opts)
+
+    def _reopen(self) -> None:
+        """Reopen after a failed write (called with the tree lock held)."""
+        with self._sync_lock:
+            try:
+                self._db.close()
+            except Exception:  # a database with a failed write may refuse a clean close
+                pass
+            try:
+                self._db = self._open(False)
+            except Exception as exc:
+                self._db = self._open(True)  # no room yet even to open: keep reads working
+                raise StoreUnavailableError(f"metadata database {self.path} cannot be written: {exc}") from exc
+            self._broken = False
+            self._synced = self._written  # the reopen replayed (and kept) what the WAL holds
+
+    def _failed(self, what: str, exc: Exception) -> StoreUnavailableError:
+        self._broken = True
+        return StoreUnavailableError(f"metadata database {self.path}: {what} failed: {exc}")
 
     def get(self, path: str) -> NodeRecord | None:
         data = self._db.get(node_key(path))
@@ -97,6 +123,8 @@ class RocksDBNodeTable(NodeTable):
     def commit(self, puts: dict[str, NodeRecord], deletes: dict[str, NodeRecord]) -> None:
         if self.read_only:
             raise StoreUnavailableError(f"metadata database {self.path} is open read-only")
+        if self._broken:
+            self._reopen()
         batch = WriteBatch(raw_mode=True)
         for path, rec in deletes.items():
             batch.delete(node_key(path))
@@ -106,7 +134,10 @@ class RocksDBNodeTable(NodeTable):
             batch.put(node_key(path), rec.to_bytes())
             if rec.ephemeral_owner:
                 batch.put(ephemeral_key(rec.ephemeral_owner, path), b"")
-        self._db.write(batch, self._nosync)
+        try:
+            self._db.write(batch, self._nosync)
+        except Exception as exc:  # e.g. no space left on device: nothing of the batch applied
+            raise self._failed("write", exc) from exc
         self._written += 1  # under the tree lock
 
     def sync(self) -> None:
@@ -117,7 +148,10 @@ class RocksDBNodeTable(NodeTable):
             if self._synced >= target:
                 return
             upto = self._written
-            self._db.flush_wal(True)
+            try:
+                self._db.flush_wal(True)
+            except Exception as exc:
+                raise self._failed("WAL sync", exc) from exc
             self._synced = upto
 
     def ephemerals(self, owner: int | None = None) -> list[str]:

@@ -10,7 +10,7 @@ import trio
 
 from bookie import journal_format as jf
 from bookie.errors import FormatError, JournalError
-from bookie.journal import Journal, list_journal_ids, replay_records
+from bookie.journal import Journal, list_journal_ids, replay_records, trim_preallocated
 from bookie.log_mark import LogMark
 from bookie.metrics import BookieMetrics
 from tests.bookie.helpers import entry, make_config
@@ -159,3 +159,21 @@ def test_last_mark_max_over_dirs_and_corrupt_file_ignored(tmp_path: Path) -> Non
     assert log_mark.read_mark(dirs) == LogMark(4, 600)
     (dirs[0] / log_mark.FILE_NAME).write_bytes(b"\x00" * 20)  # bad checksum: ignored
     assert log_mark.read_mark(dirs) == LogMark(3, 1000)
+
+
+def test_trim_preallocated_gives_back_zeros_and_keeps_records(tmp_path: Path) -> None:
+    """Journals left preallocated (a crash, an older version) are cut at their last record;
+    a record ending in zero bytes stays whole; a tail that is not all zeros is left alone."""
+    cur = tmp_path / "current"
+    cur.mkdir()
+    payloads = [(1).to_bytes(8, "big") + i.to_bytes(8, "big") + b"p" * 100 + b"\0" * 50 for i in range(3)]
+    body = jf.encode_header(1) + b"".join(jf.encode_record(p) for p in payloads)
+    (cur / jf.file_name(1)).write_bytes(body + b"\0" * (jf.HEADER_SIZE + (1 << 20) - len(body)))
+    garbage = jf.encode_header(2) + jf.encode_record(payloads[0])
+    (cur / jf.file_name(2)).write_bytes(garbage + b"\x07" + b"\0" * (jf.HEADER_SIZE + (1 << 20) - len(garbage) - 1))
+    (cur / jf.file_name(3)).write_bytes(jf.encode_header(3) + jf.encode_record(payloads[1]))  # already trimmed
+    freed = trim_preallocated(cur, 1 << 62)
+    assert (cur / jf.file_name(1)).stat().st_size == len(body)
+    assert freed == jf.HEADER_SIZE + (1 << 20) - len(body)
+    assert (cur / jf.file_name(2)).stat().st_size == jf.HEADER_SIZE + (1 << 20)
+    assert [bytes(r.payload) for r in replay_records(cur, LogMark(1, jf.HEADER_SIZE)) if r.entry_id >= 0][:3] == payloads
