@@ -101,6 +101,25 @@ class FaultRunner:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         finally:
             rec.t_end = self.history.now()
+        self.revive_crashed(after=str(fault))
+
+    def revive_crashed(self, after: str, grace_s: float = 1.0) -> None:
+        """A process that exited by itself (not one this runner killed) is a finding: record it
+        as a `crash` with its exit status and last log line, then restart it so the run goes on."""
+        time.sleep(grace_s)
+        for role in ("zookeeper", "bookie", "broker", "standalone"):
+            for name, target in self.topo.targets.get(role, {}).items():
+                if target.is_running:
+                    continue
+                rc = getattr(target, "returncode", None)
+                tail = target.log_tail(3) if hasattr(target, "log_tail") else ""
+                rec = self.history.fault("crash", name)
+                rec.error = f"exited with {rc} after {after}: {tail.splitlines()[-1] if tail else ''}"[:500]
+                try:
+                    self.topo.restart(target)
+                except (TopologyError, OSError, RuntimeError, TimeoutError) as exc:
+                    rec.error += f"; restart failed: {exc}"[:300]
+                rec.t_end = self.history.now()
 
     # -- process faults ------------------------------------------------------------------------
 

@@ -182,13 +182,15 @@ class ChaosRun:
     def _result(self, report: Report, *, leftover: list[int], wall_s: float, producers: list[ProducerWorker],
                 consumers: list[ConsumerWorker], watcher: CursorWatcher | None) -> dict[str, Any]:
         faults = self.history.faults
-        by_kind = Counter(f.kind for f in faults)
-        errors = [f"{f.kind}({f.target}) at {f.t_start:.1f}s: {f.error}" for f in faults if f.error]
+        by_kind = Counter(f.kind for f in faults if f.kind != "crash")
+        errors = [f"{f.kind}({f.target}) at {f.t_start:.1f}s: {f.error}" for f in faults
+                  if f.error and f.kind != "crash"]
+        crashes = [f"{f.target} at {f.t_start:.1f}s {f.error}" for f in faults if f.kind == "crash"]
         return {
             "topology": self.topology, "seed": self.seed, "fault_seconds": self.seconds,
             "wall_seconds": round(wall_s, 1), "ok": report.ok and not leftover,
             "failures": report.failures + [f"process {p} left running" for p in leftover],
-            "faults": len(faults), "faults_by_kind": dict(sorted(by_kind.items())), "fault_errors": errors,
+            "faults": sum(by_kind.values()), "crashes": crashes, "faults_by_kind": dict(sorted(by_kind.items())), "fault_errors": errors,
             "fault_log": [f"{f.t_start:.1f}-{(f.t_end or f.t_start):.1f}s {f.kind}({f.target})" for f in faults],
             "totals": report.totals(), "notes": self.notes,
             "client_errors": {"producer_create": sum(p.create_errors for p in producers),
@@ -214,10 +216,11 @@ def run_chaos(topology: str, seconds: float, seed: int, base: Path | None = None
     run = ChaosRun(topology, seconds, seed, base, rate)
     result = run.execute()
     result["base_dir"] = str(base)
+    (base / "history.json").write_text(json.dumps(run.history.to_json()))
+    (base / "result.json").write_text(json.dumps(result, indent=1))
     if out_json is not None:
         out_json.parent.mkdir(parents=True, exist_ok=True)
         out_json.write_text(json.dumps(result, indent=1))
-        (base / "history.json").write_text(json.dumps(run.history.to_json()))
     return result
 
 
@@ -235,6 +238,8 @@ def summary(result: dict[str, Any]) -> str:
         f"redeliveries={t['redeliveries']} unacked_deliveries={t['unacked_deliveries']} lost_acks={t['lost_acks']}",
         f"longest unavailability: {t['longest_unavailable_s']}s on {t['longest_unavailable_topic']}",
     ]
+    for c in result["crashes"]:
+        lines.append(f"CRASH (a process exited by itself, restarted): {c}")
     if result["fault_errors"]:
         lines.append(f"fault errors ({len(result['fault_errors'])}): " + "; ".join(result["fault_errors"][:5]))
     lines += [f"note: {n}" for n in result["notes"]]
