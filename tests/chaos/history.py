@@ -117,6 +117,8 @@ class History:
     t0: float = field(default_factory=time.monotonic)
     t_end: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # (topic, subscription) -> (producer, seq) received so far: tells a drain when it is done
+    received: dict[tuple[str, str], set[tuple[str, int]]] = field(default_factory=dict, repr=False)
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -145,7 +147,16 @@ class History:
                      msg_id, self.now(), drain)
         with self.lock:
             self.deliveries.append(d)
+            self.received.setdefault((topic, subscription), set()).add((producer, seq))
         return d
+
+    def missing(self, topic: str, subscription: str, among: set[tuple[str, int]] | None = None) -> set[tuple[str, int]]:
+        """The acknowledged sends of `topic` (or of `among`) the subscription has not received yet."""
+        with self.lock:
+            got = self.received.get((topic, subscription), set())
+            if among is None:
+                among = {(s.producer, s.seq) for s in self.sends if s.topic == topic and s.outcome == ACKED}
+            return {x for x in among if x not in got}
 
     def cursor(self, partition: str, subscription: str, mark_delete: tuple[int, int]) -> None:
         with self.lock:

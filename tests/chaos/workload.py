@@ -238,8 +238,10 @@ class ConsumerWorker:
 
 
 def drain(lib: Lib, spec: SubscriptionSpec, history: History, quiet_s: float, max_s: float) -> int:
-    """Receive the rest of a subscription with one new consumer: until `quiet_s` pass without a
-    message, `max_s` at most. Returns how many messages it received."""
+    """Receive the rest of a subscription with one new consumer: until every acknowledged send
+    was received and `quiet_s` passed without a message (redeliveries may still come), or
+    `max_s` at most (a topic still recovering must not pass for a lost message). Returns how
+    many messages it received."""
     worker = ConsumerWorker(lib, spec, f"{spec.name}-drain", history, drain=True)
     deadline = time.monotonic() + max_s
     timer = threading.Timer(max_s, worker.stop.set)  # subscribe retries end with the drain too
@@ -249,8 +251,12 @@ def drain(lib: Lib, spec: SubscriptionSpec, history: History, quiet_s: float, ma
             return 0
         worker.last_receive = time.monotonic()
         worker.start()
-        while time.monotonic() < deadline and time.monotonic() - worker.last_receive < quiet_s:
-            time.sleep(0.2)
+        missing = history.missing(spec.topic, spec.name)
+        while time.monotonic() < deadline:
+            missing = history.missing(spec.topic, spec.name, missing)
+            if time.monotonic() - worker.last_receive >= quiet_s and not missing:
+                break
+            time.sleep(0.5)
     finally:
         timer.cancel()
         worker.finish()
