@@ -96,7 +96,16 @@ class FaultRunner:
         rec = self.history.fault(fault.kind, fault.target)
         self.applied.append(fault)
         try:
-            getattr(self, fault.kind)(fault)
+            table = CLUSTER_FAULTS if fault.kind in CLUSTER_FAULTS else STANDALONE_FAULTS
+            role = table[fault.kind][1]
+            if role is None:
+                getattr(self, fault.kind)(fault)
+            elif fault.kind.startswith(("kill_", "restart_")):
+                self._kill(role, fault)
+            else:  # pause_*, and expire_broker_session: frozen past its ZooKeeper session
+                # timeout, so ZooKeeper drops its ownership nodes while it still believes it
+                # owns its bundles
+                self._pause(role, fault)
         except (TopologyError, OSError, RuntimeError, TimeoutError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:500]
         finally:
@@ -137,35 +146,6 @@ class FaultRunner:
             time.sleep(fault.duration)
         finally:
             target.resume()
-
-    def kill_bookie(self, fault: Fault) -> None:
-        self._kill("bookie", fault)
-
-    def pause_bookie(self, fault: Fault) -> None:
-        self._pause("bookie", fault)
-
-    def kill_broker(self, fault: Fault) -> None:
-        self._kill("broker", fault)
-
-    def pause_broker(self, fault: Fault) -> None:
-        self._pause("broker", fault)
-
-    def expire_broker_session(self, fault: Fault) -> None:
-        # Frozen past its session timeout: ZooKeeper expires the session and drops its
-        # ephemeral ownership nodes while the broker still believes it owns its bundles.
-        self._pause("broker", fault)
-
-    def kill_standalone(self, fault: Fault) -> None:
-        self._kill("standalone", fault)
-
-    def pause_standalone(self, fault: Fault) -> None:
-        self._pause("standalone", fault)
-
-    def restart_zookeeper(self, fault: Fault) -> None:
-        self._kill("zookeeper", fault)
-
-    def pause_zookeeper(self, fault: Fault) -> None:
-        self._pause("zookeeper", fault)
 
     # -- admin faults ----------------------------------------------------------------------------
 

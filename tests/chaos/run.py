@@ -143,11 +143,8 @@ class ChaosRun:
                 p.stop.set()
             for w in consumers:
                 w.stop.set()
-            closers = [threading.Thread(target=lib.close, daemon=True) for lib in libs.values()]
-            for t in closers:
-                t.start()
-            for t in closers:
-                t.join(15)
+            for lib in libs.values():
+                lib.close()
             if topo is not None:
                 pids = sorted(set(pids) | set(topo.process_ids()))
                 topo.close()

@@ -48,10 +48,20 @@ class Lib:
         return getattr(self.module.ConsumerType, "KeyShared" if sub_type == "Key_Shared" else sub_type)
 
     def close(self) -> None:
+        close_within(self.client, self.name, 15)
+
+
+def close_within(obj: Any, name: str, timeout: float) -> None:
+    """`obj.close()` on a helper thread, waited for `timeout` at most (a close may hang while
+    a broker is down); a failure changes nothing after a run and is only logged."""
+    def close() -> None:
         try:
-            self.client.close()
-        except Exception:  # noqa: BLE001 - closing after faults: nothing left to save
-            log.debug("closing the %s client failed", self.name, exc_info=True)
+            obj.close()
+        except Exception:  # noqa: BLE001
+            log.debug("%s: close failed", name, exc_info=True)
+    closer = threading.Thread(target=close, name=f"close-{name}", daemon=True)
+    closer.start()
+    closer.join(timeout)
 
 
 def message_key(msg: Any) -> MessageKey:
@@ -154,15 +164,7 @@ class ProducerWorker:
             if self._room.acquire(timeout=0.2):
                 got += 1
         if self._producer is not None:
-            closer = threading.Thread(target=self._close, daemon=True)
-            closer.start()
-            closer.join(OPERATION_TIMEOUT_S + 5)
-
-    def _close(self) -> None:
-        try:
-            self._producer.close()
-        except Exception:  # noqa: BLE001
-            log.debug("%s: close failed", self.name, exc_info=True)
+            close_within(self._producer, self.name, OPERATION_TIMEOUT_S + 5)
 
 
 @dataclass
@@ -226,15 +228,7 @@ class ConsumerWorker:
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=OPERATION_TIMEOUT_S)
         if self._consumer is not None:
-            closer = threading.Thread(target=self._close, daemon=True)
-            closer.start()
-            closer.join(OPERATION_TIMEOUT_S + 5)
-
-    def _close(self) -> None:
-        try:
-            self._consumer.close()
-        except Exception:  # noqa: BLE001
-            log.debug("%s: close failed", self.name, exc_info=True)
+            close_within(self._consumer, self.name, OPERATION_TIMEOUT_S + 5)
 
 
 def drain(lib: Lib, spec: SubscriptionSpec, history: History, quiet_s: float, max_s: float) -> int:
