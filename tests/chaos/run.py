@@ -143,8 +143,8 @@ class ChaosRun:
                 p.stop.set()
             for w in consumers:
                 w.stop.set()
-            for lib in libs.values():
-                lib.close()
+            for client_lib in libs.values():
+                client_lib.close()
             if topo is not None:
                 pids = sorted(set(pids) | set(topo.process_ids()))
                 topo.close()

@@ -8,13 +8,14 @@ five-minute cluster run; `bench/chaos.py` runs any length.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.chaos.run import run_chaos, summary
 
 
-def assert_clean(result: dict, min_faults: int) -> None:  # type: ignore[type-arg]
+def assert_clean(result: dict[str, Any], min_faults: int) -> None:
     print(summary(result))
     assert result["leftover_processes"] == []
     assert result["failures"] == []
@@ -32,5 +33,6 @@ def test_cluster_under_faults(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_cluster_five_minutes(tmp_path: Path) -> None:
     assert_clean(run_chaos("cluster", 300, seed=11, base=tmp_path), min_faults=25)

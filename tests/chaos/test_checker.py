@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.checker import check
+from tests.chaos.checker import Report, SubscriptionReport, check
 from tests.chaos.history import ACKED, FAILED, UNKNOWN, History, PayloadError, SubscriptionSpec, \
     decode_payload, encode_payload
 
@@ -36,7 +36,7 @@ class Script:
         assert d is not None
         d.t = t
 
-    def report(self):  # type: ignore[no-untyped-def]
+    def report(self) -> tuple[Report, SubscriptionReport]:
         rep = check(self.h)
         return rep, rep.subscriptions[0]
 
