@@ -309,6 +309,10 @@ class PersistentTopic:
             if self.dedup:
                 self.dedup.failed(producer.name)
             producer.complete(slot, -1, -1, PersistenceError(f"Failed to persist: {exc}"))
+            # Close the topic at once (no SEND after this one is stored): a producer re-sends
+            # from its first failed message after reconnecting, and a later message stored now
+            # would make deduplication take that re-send for a duplicate, acknowledged unstored.
+            self._fenced(exc)
             return
         finally:
             on_done()

@@ -124,6 +124,11 @@ class ManagedLedger:
         self._slot_waiters: deque[trio.Event] = deque()
         self._ledger_ready = trio.Event()
         self._rollover_error: BaseException | None = None
+        # Bumped by every failed add. An add that began before a failure and still waits for
+        # its turn fails too: stored after the failed one, it would leave a hole the producer's
+        # re-send cannot fill (deduplication would take the re-sent earlier message for a
+        # duplicate of one already stored after it, and acknowledge it unstored).
+        self._write_epoch = 0
         self._metadata_lock = trio.Lock()
         self._trim_lock = trio.Lock()
         self._wake = trio.Event()  # wakes the background loop
@@ -384,7 +389,7 @@ class ManagedLedger:
             # and turn only order adds that wait, so with none waiting they stay equal
             self._slots_free -= 1
         else:
-            lh = await self._take_turn()
+            lh = await self._take_turn(self._write_epoch)
         writes = self._current_writes  # lh's: both are set together, no await since lh was read
         assert writes is not None
         ledger_id = lh.ledger_id
@@ -398,6 +403,7 @@ class ManagedLedger:
             self.set_fenced(f"ledger fenced at the bookies: {e}")
             raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
         except BKError as e:
+            self._write_epoch += 1  # adds queued behind this one fail too (see __init__)
             self._write_failed(lh, e)
             raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
         finally:
@@ -426,9 +432,10 @@ class ManagedLedger:
             self._after_first_or_full(ledger_id, entry_id)
         return pos
 
-    async def _take_turn(self) -> LedgerHandleView:
+    async def _take_turn(self, epoch: int) -> LedgerHandleView:
         """Slow path of add_entry: wait for an add slot and our turn (behind a rollover
-        or earlier adds); returns the ledger to write to, with the turn passed on."""
+        or earlier adds); returns the ledger to write to, with the turn passed on. ``epoch``:
+        the write epoch when the add began; an add failed meanwhile fails this one too."""
         self._check_writable()
         await self._acquire_slot()
         ticket = self._tickets
@@ -442,6 +449,9 @@ class ManagedLedger:
             # our turn: nobody else talks to the ledger client until we advance it
             while True:
                 self._check_writable()
+                if epoch != self._write_epoch:
+                    raise ManagedLedgerWriteError(f"{self.name}: an earlier add failed; this one, queued "
+                                                  "behind it, is not written after it")
                 if self._current is None:
                     if self.state == State.CREATING_LEDGER:
                         await self._ledger_ready.wait()

@@ -4,11 +4,10 @@ A client whose TCP connection ends in a reset (its process killed, a load balanc
 out, a client giving up on a broker that was frozen) must not take the broker down. Found by
 `bench/chaos.py --seconds 40 --seed 1 --cluster` (expire_broker_session(broker1): after the
 SIGCONT every client connection reset, and the broker exited with status 1).
-Cause: `ServerConnection.serve` (broker/connection.py) catches `trio.BrokenResourceError`
+Cause: `ServerConnection.serve` (broker/connection.py) caught `trio.BrokenResourceError`
 with a plain ``except``, but trio (0.35, strict exception groups) raises it wrapped in an
-``ExceptionGroup`` from the connection's nursery, so it reaches the listener's nursery and
-ends the broker process. Fix (not made here: broker/connection.py is being changed in another
-branch): ``except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError): pass``.
+``ExceptionGroup`` from the connection's nursery, so it reached the listener's nursery and
+ended the broker process. Fixed by the connection error boundary (``except*``, issue 10).
 """
 
 from __future__ import annotations
@@ -18,13 +17,9 @@ import struct
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.conftest import start_standalone
 
 
-@pytest.mark.xfail(strict=True, reason="broker/connection.py: a reset connection's BrokenResourceError "
-                                       "escapes in an ExceptionGroup and ends the broker (fix described above)")
 def test_a_client_connection_reset_does_not_end_the_broker(tmp_path: Path) -> None:
     node = start_standalone(tmp_path)
     try:

@@ -267,8 +267,6 @@ async def test_tailing_reader_follows_rollover(factory, config) -> None:
     assert got == written and len({p.ledger_id for p in written}) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="an add queued behind a failed add is written to the next ledger "
-                                       "(found by bench/chaos.py seed 5: an acked message lost under dedup)")
 async def test_an_add_queued_behind_a_failed_add_is_not_stored_after_it(factory, bookies, config) -> None:
     """Pulsar re-issues a failed add and every later one, in order, to the next ledger; failing
     the later ones too would also do. Failing one add while storing the one queued behind it
