@@ -227,7 +227,11 @@ class Subscription:
         max_read = self.config.dispatcher_max_read_batch_size
         progressed = False
         if self._rewind:
+            # Exclusive/Failover: the active consumer gets everything after the mark-delete
+            # again, from the start and in order; nothing read ahead for an earlier consumer
+            # may be served before it (a cumulative ack would cover what it never received).
             self._rewind = False
+            self.replay.clear()
             await self.cursor.seek(self.cursor.mark_delete_position)
         if len(self.delayed):
             for pos, h in self.delayed.pop_due(int(time.time() * 1000)):
@@ -254,6 +258,8 @@ class Subscription:
         entries = await self.cursor.read_entries(n)
         if not entries:
             return progressed
+        if self._rewind:
+            return True  # the active consumer changed during the read: re-read from the rewind
         out: list[Delivery] = []
         for e in entries:
             d = self._delivery(e.position, e.data, replayed=False)
@@ -302,13 +308,26 @@ class Subscription:
                 if c is not None:
                     held.add(c)
         assigned, leftovers = router.assign(deliveries, held)
-        for d in leftovers:
-            self.replay[d.position] = d.sticky_hash
+        if isinstance(router, SingleActiveRouter):
+            # No active consumer to take them: the next one gets them through a rewind.
+            if leftovers:
+                self._rewind = True
+        else:
+            for d in leftovers:
+                self.replay[d.position] = d.sticky_hash
         partition = self.topic.name.partition_index
         track = self.sub_type in (SHARED, KEY_SHARED)
+        delivered = len(deliveries) - len(leftovers)
         for consumer, ds in assigned.items():
+            if consumer.closed and track:
+                # Closed while an earlier consumer's frames were written: its take_pending()
+                # has run already, so these go back to the replay set, not to its pending map.
+                for d in ds:
+                    self.replay[d.position] = d.sticky_hash
+                delivered -= len(ds)
+                continue
             await consumer.deliver(ds, partition, track)
-        return len(deliveries) - len(leftovers)
+        return delivered
 
     # -- acks ------------------------------------------------------------------------------
 
