@@ -24,6 +24,7 @@ from broker.dispatcher_shared import SharedRouter
 from broker.dispatcher_single_active import FAILOVER, SingleActiveRouter
 from broker.entry_meta import entry_info
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
+from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
 
@@ -70,6 +71,7 @@ class Subscription:
         self._ack_cumulative: Position | None = None
         self._ack_sets: dict[Position, list[int]] = {}
         self._ack_callbacks: list[AckCallback] = []
+        self._skipped: set[Position] = set()  # undecodable entries acked, not yet persisted
         self._scope: trio.CancelScope | None = None
         self.last_consumed_ms = 0
         self.last_acked_ms = 0
@@ -271,7 +273,11 @@ class Subscription:
         return True
 
     def _delivery(self, pos: Position, data: bytes, replayed: bool) -> Delivery | None:
-        info = entry_info(data)
+        try:
+            info = entry_info(data)
+        except ProtocolError as exc:
+            self._skip_undecodable(pos, exc)
+            return None
         n = info.num_messages
         if not replayed:
             self.avg_messages_per_entry = 0.9 * self.avg_messages_per_entry + 0.1 * n
@@ -291,6 +297,20 @@ class Subscription:
             n = _popcount(ack_set)
         count = self.redelivery_counts.get(pos, 0) if self.config.subscription_redelivery_tracker_enabled else 0
         return Delivery(pos, data, n, count, ack_set, h)
+
+    def _skip_undecodable(self, pos: Position, exc: ProtocolError) -> None:
+        """No client could decode the entry: acknowledge it (as Pulsar does), so that it is
+        met, counted and logged once instead of stopping dispatch at every read."""
+        if pos not in self._skipped:  # a rewind before the ack is persisted meets it again
+            self._skipped.add(pos)
+            log.error("skipping undecodable entry %s on %s/%s: %s", pos, self.topic.name, self.name, exc)
+            self.topic.service.metrics.undecodable_entries.inc()
+        for c in self.consumers:
+            c.release(pos)
+        self.replay.pop(pos, None)
+        self.redelivery_counts.pop(pos, None)
+        self._ack_individual.append(pos)
+        self._ack_wake.set()
 
     async def _route(self, deliveries: list[Delivery], replayed: bool = False) -> int:
         """Hand entries to consumers; the rest wait in the replay set. Returns how many
@@ -399,6 +419,8 @@ class Subscription:
             individual = sorted(p for p in set(individual) if p > md)
             if individual:
                 await self.cursor.delete(individual, ack_sets or None)
+            if self._skipped:
+                self._skipped = {p for p in self._skipped if p > self.cursor.mark_delete_position}
         except ManagedLedgerError as exc:
             log.warning("persisting acks on %s/%s failed: %r", self.topic.name, self.name, exc)
             error = PersistenceError(str(exc))

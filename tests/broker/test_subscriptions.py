@@ -288,3 +288,55 @@ async def test_failover_spreads_partitions(broker: BrokerService) -> None:
             client.close()
 
     await in_thread(work)
+
+
+def _undecodable_entry() -> bytes:
+    """A stored entry with a correct CRC32C whose MessageMetadata does not parse."""
+    import struct
+
+    from clients.protocol.frames import crc32c
+
+    section = struct.pack(">I", 3) + b"\xff\xff\xff" + b"payload"
+    return b"\x0e\x01" + struct.pack(">I", crc32c(section)) + section
+
+
+@pytest.mark.parametrize("sub_type", [CT.Exclusive, CT.Shared, CT.KeyShared])
+async def test_undecodable_entry_is_skipped_counted_and_logged_once(
+        broker: BrokerService, caplog: pytest.LogCaptureFixture, sub_type: pulsar.ConsumerType) -> None:
+    """Issue 10 #2: an entry whose metadata does not parse (stored behind SEND validation's
+    back) must not end the dispatcher, nor the server: it is skipped (acknowledged, as Pulsar
+    does), counted in /metrics and logged once; the good messages around it are delivered."""
+    name = f"t-bad-entry-{sub_type.value}"
+
+    def produce(first: int) -> None:
+        client = client_for(broker)
+        try:
+            p = client.create_producer(name, batching_enabled=False)
+            for n in range(first, first + 3):
+                p.send(str(n).encode())
+        finally:
+            client.close()
+
+    def consume() -> list[bytes]:
+        client = client_for(broker)
+        try:
+            c = client.subscribe(name, "s", consumer_type=sub_type,
+                                 initial_position=pulsar.InitialPosition.Earliest)
+            got = drain(c, 1000)
+            for m in got:
+                c.acknowledge(m)
+            return [m.data() for m in got]
+        finally:
+            client.close()
+
+    await in_thread(lambda: produce(0))
+    topic = broker.topics[f"persistent://public/default/{name}"]
+    await topic.ml.add_entry(_undecodable_entry())
+    await in_thread(lambda: produce(3))
+    assert await in_thread(consume) == [str(n).encode() for n in range(6)]
+    # The server still serves, and a second consumer does not meet the entry again.
+    assert await in_thread(consume) == []
+    text = broker.metrics.render().decode()  # the body /metrics serves
+    assert "pulsar_broker_dispatch_undecodable_entries_total 1.0" in text
+    logged = [r for r in caplog.records if "undecodable" in r.getMessage()]
+    assert len(logged) == 1 and "3" in logged[0].getMessage()
