@@ -5,14 +5,21 @@ A key (ordering key, else partition key, else ``NONE_KEY``) hashes with Murmur3-
 half for each new consumer (a leaving consumer's range merges into its neighbour); STICKY
 uses the ranges the consumer declared and refuses overlaps. An entry whose consumer cannot
 take it now is held back, and so is every later entry of that consumer, to keep key order.
+A consumer that joins while entries are out (read, not yet acknowledged) may have been given
+keys whose earlier messages another consumer still holds: until everything read before it
+joined is acknowledged it only gets those earlier entries (Pulsar's recently joined consumers).
 """
 
 from __future__ import annotations
 
 import bisect
+from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError
+
+if TYPE_CHECKING:
+    from managed_ledger import Position
 
 RANGE_SIZE = 65536
 NONE_KEY = b"NONE_KEY"
@@ -148,13 +155,18 @@ class KeySharedRouter:
         c = self.owner(h)
         return c if c is not None and c.available else None
 
-    def assign(self, deliveries: list[Delivery], held: set[Consumer]) -> tuple[dict[Consumer, list[Delivery]], list[Delivery]]:
+    def assign(self, deliveries: list[Delivery], held: set[Consumer],
+               limits: dict[Consumer, "Position"] | None = None) -> tuple[dict[Consumer, list[Delivery]], list[Delivery]]:
+        """Route to the key's owner; ``limits`` = recently joined consumers and the position
+        from which their entries wait until everything before it is acknowledged."""
         out: dict[Consumer, list[Delivery]] = {}
         room: dict[Consumer, int] = {}
         blocked = set(held)
         leftovers: list[Delivery] = []
         for d in deliveries:
             c = self.owner(d.sticky_hash)
+            if c is not None and limits and c in limits and d.position >= limits[c]:
+                blocked.add(c)
             if c is None or c in blocked or not c.available:
                 leftovers.append(d)
                 if c is not None:
