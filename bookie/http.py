@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bookie.http_guard import guard_connections
+
 if TYPE_CHECKING:
     from bookie.bookie import Bookie
 
@@ -62,6 +64,7 @@ async def serve_http(
     bookie: "Bookie", host: str, port: int, shutdown: trio.Event, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve until ``shutdown`` is set; ``task_status.started`` gets the bound port."""
+    guard_connections()  # one client's broken connection must not end the process
     cfg = HypercornConfig()
     cfg.bind = [f"{host}:{port}"]
     cfg.accesslog = None

@@ -1,8 +1,11 @@
 """Admin REST API (Pulsar's ``/admin/v2`` paths and JSON shapes), lookup and ``/metrics``.
 
 A starlette app served by hypercorn on trio inside the broker process. Errors are JSON
-``{"reason": ...}`` with Pulsar's status codes: 400/412 for bad input, 404 for unknown
-resources, 409 for conflicts, 307 to the owner for a topic this broker does not serve.
+``{"reason": ...}`` with Pulsar's status codes: 400/412 for bad input (every body and query
+value goes through ``broker.policies``; a path name the metadata store cannot hold is 412),
+413 for a body above ``http_max_request_size``, 404 for unknown resources, 409 for conflicts,
+307 to the owner for a topic this broker does not serve. An unexpected exception answers 500
+with its reason and is logged once; the server keeps serving.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -27,12 +30,28 @@ from broker.errors import (
     PreconditionFailedError,
     TopicNotFoundError,
 )
+from bookie.http_guard import guard_connections
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
+from broker.policies import (
+    INT64_MAX,
+    describe,
+    int_field,
+    object_field,
+    parse_auto_topic_creation,
+    parse_deduplication,
+    parse_message_id,
+    parse_message_ttl,
+    parse_num_partitions,
+    parse_retention,
+    query_flag,
+    string_list_field,
+)
 from broker.topic import EARLIEST, LATEST, PersistentTopic
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
-from metadata.errors import MetadataError
+from metadata.errors import InvalidPathError, MetadataError
+from metadata.paths import validate_path
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -46,21 +65,73 @@ def _error(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"reason": reason}, status_code=status)
 
 
+class RequestTooLargeError(BrokerError):
+    """A request body above ``http_max_request_size`` (HTTP 413)."""
+
+    http_status = 413
+
+
+class BodyLimit:
+    """ASGI middleware capping request bodies at ``max_bytes`` (<= 0: no cap): a declared
+    Content-Length above it answers 413 before any byte of the body is read, and a chunked
+    body that grows past it fails the read (the route answers 413), so no route ever holds
+    more than ``max_bytes`` of one request."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or self.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _error(413, self._reason())(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise RequestTooLargeError(self._reason())
+            return message
+
+        await self.app(scope, limited, send)
+
+    def _reason(self) -> str:
+        return f"request body larger than http_max_request_size ({self.max_bytes} bytes)"
+
+
 def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["AdminApi"], Handler]:
     def bind(api: "AdminApi") -> Handler:
         async def handler(request: Request) -> Response:
             if not api.service.ready:
                 return _error(503, "the broker is starting")
+            bad = _bad_path_param(request)
+            if bad is not None:
+                return _error(412, bad)
             try:
                 result = await fn(api, request)
             except BrokerError as exc:
                 return _error(exc.http_status, str(exc))
+            except ClientDisconnect:  # the client left before sending its whole body
+                return _error(400, "the client disconnected before sending its body")
             except MetadataError as exc:
+                if isinstance(exc, InvalidPathError):  # a name the store cannot hold ('..', '.')
+                    return _error(412, f"invalid name: {exc}")
                 return _error(500, f"metadata store error: {exc}")
             except ManagedLedgerError as exc:
                 return _error(500, f"managed ledger error: {exc}")
-            except (ValueError, KeyError, json.JSONDecodeError) as exc:
+            except (ValueError, KeyError) as exc:
                 return _error(400, f"bad request: {exc}")
+            except Exception as exc:
+                # A bug, not bad input: answer (the server keeps serving) and log it once.
+                log.exception("admin %s %s failed", request.method, request.url.path)
+                return _error(500, f"internal error: {type(exc).__name__}: {exc}")
             if isinstance(result, Response):
                 return result
             if result is None:
@@ -70,15 +141,30 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
     return bind
 
 
+def _bad_path_param(request: Request) -> str | None:
+    """Why a path parameter cannot name anything (it would not be a valid metadata node
+    name: '.', '..', control characters), or None. Checked before any handler runs."""
+    for key, value in request.path_params.items():
+        if isinstance(value, str):
+            try:
+                validate_path("/" + value)
+            except InvalidPathError:
+                return f"invalid {key} name: {describe(value)}"
+    return None
+
+
 async def _body(request: Request, default: Any = None) -> Any:
     raw = await request.body()
     if not raw.strip():
         return default
-    return json.loads(raw)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # also bad UTF-8, too many digits, deep nesting
+        raise BadRequestError(f"the body is not valid JSON: {exc}") from None
 
 
 def _flag(request: Request, name: str) -> bool:
-    return request.query_params.get(name, "false").lower() == "true"
+    return query_flag(name, request.query_params.get(name))
 
 
 class AdminApi:
@@ -158,9 +244,9 @@ class AdminApi:
                 raise NamespaceNotFoundError(f"Cluster {name} does not exist")
             return data
         if request.method == "PUT":
-            await self.ns.create_cluster(name, await _body(request, {}) or {})
+            await self.ns.create_cluster(name, _cluster_data(await _body(request, {})))
         elif request.method == "POST":
-            await self.ns.update_cluster(name, await _body(request, {}) or {})
+            await self.ns.update_cluster(name, _cluster_data(await _body(request, {})))
         else:
             await self.ns.delete_cluster(name)
         return None
@@ -178,15 +264,14 @@ class AdminApi:
                 raise NamespaceNotFoundError(f"Tenant {tenant} does not exist")
             return info
         if request.method == "PUT":
-            body = await _body(request, {}) or {}
-            clusters = body.get("allowedClusters") or []
+            body = _tenant_info(await _body(request, {}))
             known = await self.ns.clusters()
-            for c in clusters:
+            for c in body.get("allowedClusters") or []:
                 if c not in known:
                     raise PreconditionFailedError(f"Cluster {c} does not exist")
             await self.ns.create_tenant(tenant, body)
         elif request.method == "POST":
-            await self.ns.update_tenant(tenant, await _body(request, {}) or {})
+            await self.ns.update_tenant(tenant, _tenant_info(await _body(request, {})))
         else:
             await self.ns.delete_tenant(tenant)
         return None
@@ -204,7 +289,7 @@ class AdminApi:
     async def namespace(self, request: Request) -> Any:
         ns = self._namespace(request)
         if request.method == "GET":
-            return await self.ns.get_policies(ns)
+            return await self.ns.get_policies(ns, validate=False)  # as stored, even if broken
         if request.method == "PUT":
             await self.ns.create_namespace(ns, await _body(request, None))
             return None
@@ -232,40 +317,21 @@ class AdminApi:
 
     @_wrap
     async def retention(self, request: Request) -> Any:
-        def parse(body: Any) -> Any:
-            if not isinstance(body, dict):
-                raise BadRequestError("retention policies must be a JSON object")
-            t, s = int(body.get("retentionTimeInMinutes", 0)), int(body.get("retentionSizeInMB", 0))
-            if (t == 0) != (s == 0):
-                raise PreconditionFailedError("Retention time and size must both be 0 or both be non-zero")
-            if t < -1 or s < -1:
-                raise PreconditionFailedError("Retention values must be >= -1")
-            return {"retentionTimeInMinutes": t, "retentionSizeInMB": s}
-        return await self._policy(request, "retention_policies", parse)
+        return await self._policy(request, "retention_policies", parse_retention)
 
     @_wrap
     async def deduplication(self, request: Request) -> Any:
-        def parse(body: Any) -> bool:
-            if not isinstance(body, bool):
-                raise BadRequestError("deduplication takes true or false")
-            return body
-        return await self._policy(request, "deduplicationEnabled", parse)
+        return await self._policy(request, "deduplicationEnabled", parse_deduplication)
 
     @_wrap
     async def message_ttl(self, request: Request) -> Any:
-        def parse(body: Any) -> int:
-            if not isinstance(body, int) or isinstance(body, bool) or body < 0:
-                raise PreconditionFailedError("Invalid value for message TTL")
-            return body
-        return await self._policy(request, "message_ttl_in_seconds", parse)
+        return await self._policy(request, "message_ttl_in_seconds", parse_message_ttl)
 
     @_wrap
     async def auto_topic_creation(self, request: Request) -> Any:
-        def parse(body: Any) -> dict[str, Any]:
-            if not isinstance(body, dict) or "allowAutoTopicCreation" not in body:
-                raise BadRequestError("autoTopicCreation needs allowAutoTopicCreation")
-            return body
-        return await self._policy(request, "autoTopicCreationOverride", parse)
+        max_parts = self.service.config.max_num_partitions_per_partitioned_topic
+        return await self._policy(request, "autoTopicCreationOverride",
+                                  lambda body: parse_auto_topic_creation(body, max_parts))
 
     @_wrap
     async def unload_namespace(self, request: Request) -> Any:
@@ -365,8 +431,7 @@ class AdminApi:
         body = await _body(request)
         if isinstance(body, dict):
             body = body.get("partitions")
-        if not isinstance(body, int) or isinstance(body, bool):
-            raise BadRequestError("the body must be the number of partitions")
+        body = parse_num_partitions(body, self.service.config.max_num_partitions_per_partitioned_topic)
         if request.method == "PUT":
             await self.ns.get_policies(name.namespace_name)
             if await self.service.topic_exists(name):
@@ -483,9 +548,8 @@ class AdminApi:
     def _message_id(body: Any) -> Position:
         if body is None:
             return LATEST
-        if not isinstance(body, dict) or "ledgerId" not in body or "entryId" not in body:
-            raise BadRequestError("a message id needs ledgerId and entryId")
-        pos = Position(int(body["ledgerId"]), int(body["entryId"]))
+        ledger_id, entry_id, _ = parse_message_id(body)
+        pos = Position(ledger_id, entry_id)
         if pos.ledger_id < 0:
             return EARLIEST
         if pos.ledger_id >= LATEST.ledger_id:
@@ -512,9 +576,7 @@ class AdminApi:
     @_wrap
     async def skip(self, request: Request) -> Any:
         name = self._topic(request)
-        n = int(request.path_params["n"])
-        if n < 0:
-            raise PreconditionFailedError("number of messages to skip must be >= 0")
+        n = int_field("numMessages", request.path_params["n"], 0, INT64_MAX, precondition_below=0)
         result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "skip", n))
         return result if isinstance(result, Response) else None
 
@@ -527,7 +589,7 @@ class AdminApi:
     @_wrap
     async def reset_cursor_time(self, request: Request) -> Any:
         name = self._topic(request)
-        ts = int(request.path_params["timestamp"])
+        ts = int_field("timestamp", request.path_params["timestamp"], 0, INT64_MAX)
         result = await self._for_each(request, name, lambda t: self._sub_call(t, request, "reset", timestamp_ms=ts))
         return result if isinstance(result, Response) else None
 
@@ -540,7 +602,7 @@ class AdminApi:
         pos = self._message_id(body)
         targets = None
         if await self.ns.partitions(name):
-            idx = int(body.get("partitionIndex", -1))
+            _, _, idx = parse_message_id(body)
             if idx < 0:
                 raise PreconditionFailedError("resetcursor by id on a partitioned topic needs partitionIndex")
             targets = [name.partition(idx)]
@@ -583,6 +645,31 @@ class AdminApi:
         return sorted(await self.service.store.children("/loadbalance/brokers"))
 
 
+_CLUSTER_URLS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls")
+
+
+def _cluster_data(body: Any) -> dict[str, Any]:
+    """A ClusterData body: its URL fields (strings) and peerClusterNames; other fields are
+    dropped, so nothing arbitrary reaches the metadata store."""
+    data = object_field("cluster data", {} if body is None else body)
+    out: dict[str, Any] = {}
+    for key in _CLUSTER_URLS:
+        if data.get(key) is not None:
+            if not isinstance(data[key], str):
+                raise BadRequestError(f"{key} must be a string, got {describe(data[key])}")
+            out[key] = data[key]
+    if data.get("peerClusterNames") is not None:
+        out["peerClusterNames"] = string_list_field("peerClusterNames", data["peerClusterNames"])
+    return out
+
+
+def _tenant_info(body: Any) -> dict[str, Any]:
+    """A TenantInfo body: ``adminRoles`` and ``allowedClusters`` lists of strings."""
+    info = object_field("tenant info", {} if body is None else body)
+    return {"adminRoles": string_list_field("adminRoles", info.get("adminRoles") or []),
+            "allowedClusters": string_list_field("allowedClusters", info.get("allowedClusters") or [])}
+
+
 class ForwardedError(BrokerError):
     """An error answered by the broker a partition's request was forwarded to."""
 
@@ -613,47 +700,52 @@ async def _forward(http: Any, request: Request, owner: dict[str, Any], partition
     return r.json() if r.content else None
 
 
+_NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+_TP = "/admin/v2/{domain:str}/{tenant}/{namespace}/{topic}"
+_SUB = _TP + "/subscription/{subscription}"
+# (path, AdminApi handler, methods): the whole admin surface (the fuzz test walks it too).
+ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
+    ("/admin/v2/clusters", "clusters", ["GET"]),
+    ("/admin/v2/clusters/{cluster}", "cluster", ["GET", "PUT", "POST", "DELETE"]),
+    ("/admin/v2/tenants", "tenants", ["GET"]),
+    ("/admin/v2/tenants/{tenant}", "tenant", ["GET", "PUT", "POST", "DELETE"]),
+    ("/admin/v2/brokers/health", "health", ["GET"]),
+    ("/admin/v2/brokers/{cluster}", "brokers", ["GET"]),
+    ("/admin/v2/namespaces/{tenant}", "namespaces", ["GET"]),
+    (_NS, "namespace", ["GET", "PUT", "DELETE"]),
+    (_NS + "/topics", "namespace_topics", ["GET"]),
+    (_NS + "/retention", "retention", ["GET", "POST", "DELETE"]),
+    (_NS + "/deduplication", "deduplication", ["GET", "POST", "DELETE"]),
+    (_NS + "/messageTTL", "message_ttl", ["GET", "POST", "DELETE"]),
+    (_NS + "/autoTopicCreation", "auto_topic_creation", ["GET", "POST", "DELETE"]),
+    (_NS + "/unload", "unload_namespace", ["PUT"]),
+    (_NS + "/{bundle}/unload", "unload_bundle", ["PUT"]),
+    ("/admin/v2/{domain:str}/{tenant}/{namespace}", "topics", ["GET"]),
+    ("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", "partitioned_topics", ["GET"]),
+    (_TP, "topic", ["PUT", "POST", "DELETE"]),
+    (_TP + "/partitions", "partitions", ["GET", "PUT", "POST", "DELETE"]),
+    (_TP + "/stats", "stats", ["GET"]),
+    (_TP + "/internalStats", "internal_stats", ["GET"]),
+    (_TP + "/partitioned-stats", "partitioned_stats", ["GET"]),
+    (_TP + "/unload", "unload_topic", ["PUT"]),
+    (_TP + "/lastMessageId", "last_message_id", ["GET"]),
+    (_TP + "/subscriptions", "subscriptions", ["GET"]),
+    (_SUB, "subscription", ["PUT", "DELETE"]),
+    (_SUB + "/skip/{n:int}", "skip", ["POST"]),
+    (_SUB + "/skip_all", "skip_all", ["POST"]),
+    (_SUB + "/resetcursor/{timestamp:int}", "reset_cursor_time", ["POST"]),
+    (_SUB + "/resetcursor", "reset_cursor_id", ["POST"]),
+    ("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", "lookup", ["GET"]),
+    ("/metrics", "metrics", ["GET"]),
+    ("/metrics/", "metrics", ["GET"]),
+]
+
+
 def build_app(service: "BrokerService") -> Starlette:
     api = AdminApi(service)
-    ns = "/admin/v2/namespaces/{tenant}/{namespace}"
-    tp = "/admin/v2/{domain:str}/{tenant}/{namespace}/{topic}"
-    sub = tp + "/subscription/{subscription}"
-    routes = [
-        Route("/admin/v2/clusters", api.clusters(), methods=["GET"]),
-        Route("/admin/v2/clusters/{cluster}", api.cluster(), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/admin/v2/tenants", api.tenants(), methods=["GET"]),
-        Route("/admin/v2/tenants/{tenant}", api.tenant(), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/admin/v2/brokers/health", api.health(), methods=["GET"]),
-        Route("/admin/v2/brokers/{cluster}", api.brokers(), methods=["GET"]),
-        Route("/admin/v2/namespaces/{tenant}", api.namespaces(), methods=["GET"]),
-        Route(ns, api.namespace(), methods=["GET", "PUT", "DELETE"]),
-        Route(ns + "/topics", api.namespace_topics(), methods=["GET"]),
-        Route(ns + "/retention", api.retention(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/deduplication", api.deduplication(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/messageTTL", api.message_ttl(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/autoTopicCreation", api.auto_topic_creation(), methods=["GET", "POST", "DELETE"]),
-        Route(ns + "/unload", api.unload_namespace(), methods=["PUT"]),
-        Route(ns + "/{bundle}/unload", api.unload_bundle(), methods=["PUT"]),
-        Route("/admin/v2/{domain:str}/{tenant}/{namespace}", api.topics(), methods=["GET"]),
-        Route("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", api.partitioned_topics(), methods=["GET"]),
-        Route(tp, api.topic(), methods=["PUT", "POST", "DELETE"]),
-        Route(tp + "/partitions", api.partitions(), methods=["GET", "PUT", "POST", "DELETE"]),
-        Route(tp + "/stats", api.stats(), methods=["GET"]),
-        Route(tp + "/internalStats", api.internal_stats(), methods=["GET"]),
-        Route(tp + "/partitioned-stats", api.partitioned_stats(), methods=["GET"]),
-        Route(tp + "/unload", api.unload_topic(), methods=["PUT"]),
-        Route(tp + "/lastMessageId", api.last_message_id(), methods=["GET"]),
-        Route(tp + "/subscriptions", api.subscriptions(), methods=["GET"]),
-        Route(sub, api.subscription(), methods=["PUT", "DELETE"]),
-        Route(sub + "/skip/{n:int}", api.skip(), methods=["POST"]),
-        Route(sub + "/skip_all", api.skip_all(), methods=["POST"]),
-        Route(sub + "/resetcursor/{timestamp:int}", api.reset_cursor_time(), methods=["POST"]),
-        Route(sub + "/resetcursor", api.reset_cursor_id(), methods=["POST"]),
-        Route("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", api.lookup(), methods=["GET"]),
-        Route("/metrics", api.metrics(), methods=["GET"]),
-        Route("/metrics/", api.metrics(), methods=["GET"]),
-    ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    routes = [Route(path, getattr(api, handler)(), methods=methods) for path, handler, methods in ROUTE_TABLE]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+    return BodyLimit(app, service.config.http_max_request_size)  # type: ignore[return-value]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -662,12 +754,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
 
 
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    # Outside the routes' own handling (e.g. in the routing itself): still a JSON reason.
+    return _error(500, f"internal error: {type(exc).__name__}")
+
+
 async def serve_admin(service: "BrokerService", host: str, port: int, *, task_status: Any) -> None:
     """Run the admin HTTP server; started() reports the bound port."""
     import trio
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
+    guard_connections()
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None

@@ -17,9 +17,11 @@ T = TypeVar("T")
 
 @dataclass
 class BrokerConfig:
-    # Network
-    bind_address: str = "0.0.0.0"
-    advertised_address: str = "127.0.0.1"
+    # Network. Nothing is authenticated yet, so the default listens on loopback only (Pulsar:
+    # 0.0.0.0); "0.0.0.0" or a host's address opens it. The advertised address (what lookups
+    # tell clients) defaults to the bind address, or 127.0.0.1 when that is a wildcard.
+    bind_address: str = "127.0.0.1"
+    advertised_address: str = ""
     broker_service_port: int = 6650
     web_service_port: int = 8080
     cluster_name: str = "standalone"
@@ -27,16 +29,23 @@ class BrokerConfig:
     metadata_store_session_timeout_millis: int = 30000
     metadata_store_operation_timeout_seconds: int = 30
 
+    # Admin HTTP: bodies above this many bytes answer 413 (Pulsar's httpMaxRequestSize,
+    # whose default -1 = unlimited; admin bodies are small JSON). <= 0: no cap.
+    http_max_request_size: int = 1024 * 1024
+
     # Protocol
     max_message_size: int = 5 * 1024 * 1024
     keep_alive_interval_seconds: int = 30
     max_pending_publish_requests_per_connection: int = 1000
     connection_outbox_bytes: int = 4 * 1024 * 1024
+    # GET_TOPICS_OF_NAMESPACE: longer patterns are not evaluated here (answered unfiltered)
+    subscription_pattern_max_length: int = 50
 
     # Topics and namespaces
     allow_auto_topic_creation: bool = True
     allow_auto_topic_creation_type: str = "non-partitioned"
     default_num_partitions: int = 1
+    max_num_partitions_per_partitioned_topic: int = 0  # 0 = no limit (as Pulsar)
     default_number_of_namespace_bundles: int = 4
     broker_deduplication_enabled: bool = False
     broker_deduplication_max_number_of_producers: int = 10000
@@ -68,6 +77,13 @@ class BrokerConfig:
     # Metrics
     stats_update_frequency_in_secs: int = 60
     expose_topic_level_metrics_in_prometheus: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.advertised_address:
+            wildcard = self.bind_address in ("", "0.0.0.0", "::")
+            self.advertised_address = "127.0.0.1" if wildcard else self.bind_address
+        if ":" in self.advertised_address and not self.advertised_address.startswith("["):
+            self.advertised_address = f"[{self.advertised_address}]"  # an IPv6 literal inside URLs
 
     @classmethod
     def load(cls: type[T], path: str | Path | None = None, *, table: str = "broker", **overrides: Any) -> T:

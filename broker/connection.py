@@ -6,15 +6,20 @@ cursor in their own task so the connection keeps reading), the writer drains the
 sends everything queued in one ``send_all`` (batched socket writes), and the keep-alive task
 pings an idle client and closes a dead one. The outbox is bounded: dispatch waits for it to
 drain, so a slow consumer applies backpressure instead of growing memory.
+
+Error boundary: whatever one command raises stays with that command. Broker, metadata and
+managed-ledger errors are answered with their Pulsar error code; anything else is a bug, logged
+once with its traceback and context, and answered UnknownError (or, for a command that carries
+no request id, the connection is closed). The connection's own failure closes only itself.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import re
 import time
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
@@ -22,8 +27,9 @@ import trio
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
 from broker.names import NamespaceName, TopicName
-from broker.producer import Producer
+from broker.producer import Producer, check_message
 from broker.schemas import version_bytes, version_int
+from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
 from clients.protocol import commands as C
 from clients.protocol import frames
@@ -42,6 +48,11 @@ T = pb.BaseCommand
 SERVER_VERSION = "Pulsar Server quire-0.1"
 _conn_ids = itertools.count(1)
 _JOIN_BELOW = 64 * 1024  # outgoing frames at least this large are sent without a join copy
+_RECENTLY_CLOSED = 1000  # producer ids remembered after a close (their late SENDs are dropped)
+# Errors a command may end with that are answered with their code, not logged as bugs.
+EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError)
+_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)  # the socket is gone
+_CONNECTION_ERRORS = (*_STREAM_ERRORS, OSError)
 
 
 def server_error_code(exc: BaseException) -> int:
@@ -58,6 +69,46 @@ def server_error_code(exc: BaseException) -> int:
 
 def _position(mid: pb.MessageIdData) -> Position:
     return Position(C.signed64(mid.ledgerId), C.signed64(mid.entryId))
+
+
+def _seek_position(mid: pb.MessageIdData) -> Position:
+    """A start/seek id: below the first ledger = earliest, at or past INT64_MAX = latest."""
+    pos = _position(mid)
+    if pos.ledger_id < 0:
+        return EARLIEST
+    if pos.ledger_id >= LATEST.ledger_id:
+        return LATEST
+    return pos
+
+
+def request_id_of(command: pb.BaseCommand) -> int | None:
+    """The request id a command carries (None for SEND, FLOW, an ACK without one, ...)."""
+    try:
+        sub = C.sub_command(command)
+    except (KeyError, ValueError, AttributeError):
+        return None
+    if "request_id" not in sub.DESCRIPTOR.fields_by_name or not sub.HasField("request_id"):
+        return None
+    return int(sub.request_id)
+
+
+def error_reply(command: pb.BaseCommand, request_id: int, code: int, message: str) -> pb.BaseCommand:
+    """The failure answer the client waits for: the command's own response type where it has an
+    error field (the official client matches those by request id per type), else ERROR."""
+    t = command.type
+    if t == T.LOOKUP:
+        return C.lookup_response(request_id, error=code, message=message)
+    if t == T.PARTITIONED_METADATA:
+        return C.partitioned_metadata_response(request_id, error=code, message=message)
+    if t == T.GET_SCHEMA:
+        return C.get_schema_response(request_id, error_code=code, error_message=message)
+    if t == T.GET_OR_CREATE_SCHEMA:
+        return C.get_or_create_schema_response(request_id, error_code=code, error_message=message)
+    if t == T.CONSUMER_STATS:
+        return C.consumer_stats_response(request_id, error_code=code, error_message=message)
+    if t == T.ACK:
+        return C.ack_response(command.ack.consumer_id, request_id, error=code, message=message)
+    return C.error(request_id, code, message)
 
 
 class ServerConnection:
@@ -86,12 +137,14 @@ class ServerConnection:
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._creating_producers: set[int] = set()
+        self._closed_producers: OrderedDict[int, None] = OrderedDict()
         self._creating_consumers: set[int] = set()
         self._ready_consumers: set[int] = set()
         self._early_active: dict[int, bool] = {}
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._out_ready = trio.Event()
+        self._writing = False
         self._drained = trio.Event()
         self._drained.set()
         self._pending_publish = 0
@@ -111,11 +164,15 @@ class ServerConnection:
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._keep_alive)
                 try:
-                    await self._reader()
+                    if not await self._reader():
+                        await self._drain_outbox()  # e.g. the SEND_ERROR that says why
                 finally:
                     nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
+        except* _CONNECTION_ERRORS:
+            pass  # the peer went away (reset, broken pipe): nothing to answer
+        except* Exception as group:
+            log.error("connection %s closed after an unexpected error", self.address,
+                      exc_info=group.exceptions[0] if len(group.exceptions) == 1 else group)
         finally:
             self.closed = True
             self._cleanup()
@@ -133,26 +190,39 @@ class ServerConnection:
                 c.subscription.remove_consumer(c)
         self.consumers.clear()
 
-    async def _reader(self) -> None:
+    async def _reader(self) -> bool:
+        """Handle commands until the peer closes (True) or we close the connection (False)."""
         while True:
             data = await self.stream.receive_some(256 * 1024)
             if not data:
-                return
+                return True
             self._last_received = trio.current_time()
             try:
                 decoded = self.decoder.feed(data)
             except ProtocolError as exc:
                 log.info("closing connection %s: %s", self.address, exc)
-                return
+                return False
             for frame in decoded:
-                if not await self._handle(frame):
-                    return
+                try:
+                    keep = await self._handle(frame)
+                except _STREAM_ERRORS:
+                    raise
+                except Exception as exc:
+                    keep = self._command_failed(frame.command, exc)
+                if not keep:
+                    return False
+
+    async def _drain_outbox(self, timeout: float = 1.0) -> None:
+        with trio.move_on_after(timeout):
+            while self._out or self._writing:
+                await trio.sleep(0.005)
 
     async def _writer(self) -> None:
         send_all = self.stream.send_all
         while True:
             await self._out_ready.wait()
             self._out_ready = trio.Event()
+            self._writing = True
             while self._out:
                 out, self._out = self._out, []
                 self._out_bytes = 0
@@ -173,6 +243,7 @@ class ServerConnection:
                     await send_all(frame)
                 if small:
                     await send_all(b"".join(small) if len(small) > 1 else small[0])
+            self._writing = False
 
     async def _keep_alive(self) -> None:
         interval = self.config.keep_alive_interval_seconds
@@ -219,6 +290,7 @@ class ServerConnection:
 
     def send_close_producer(self, producer_id: int) -> None:
         self.producers.pop(producer_id, None)
+        self._producer_closed(producer_id)
         self.write(C.close_producer(producer_id, -1 & 0xFFFFFFFFFFFFFFFF))
 
     def send_close_consumer(self, consumer_id: int) -> None:
@@ -251,9 +323,37 @@ class ServerConnection:
 
     # -- dispatch of incoming commands -----------------------------------------------------
 
-    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+    def _spawn(self, fn: Callable[[Any], Awaitable[None]], command: pb.BaseCommand, arg: Any) -> None:
         assert self._nursery is not None
-        self._nursery.start_soon(fn, *args)
+        self._nursery.start_soon(self._guarded, fn, command, arg)
+
+    async def _guarded(self, fn: Callable[[Any], Awaitable[None]], command: pb.BaseCommand, arg: Any) -> None:
+        try:
+            await fn(arg)
+        except _STREAM_ERRORS:
+            raise
+        except Exception as exc:
+            if not self._command_failed(command, exc) and self._nursery is not None:
+                self._nursery.cancel_scope.cancel()
+
+    def _command_failed(self, command: pb.BaseCommand, exc: Exception) -> bool:
+        """The error boundary of one command: answer it, log a bug once; False = close the
+        connection (an unexpected error on a command the client expects no answer to)."""
+        request_id = request_id_of(command)
+        expected = isinstance(exc, EXPECTED_ERRORS)
+        if expected and not isinstance(exc, BrokerError):
+            log.warning("%s (request %s) from %s failed: %r", C.type_name(command), request_id, self.address, exc)
+        elif not expected:
+            log.error("%s (request %s) from %s failed unexpectedly; %s", C.type_name(command), request_id,
+                      self.address, "answered UnknownError" if request_id is not None else "closing the connection",
+                      exc_info=exc)
+        if request_id is None:
+            if isinstance(exc, BrokerError):
+                log.info("%s from %s failed: %r", C.type_name(command), self.address, exc)
+            return expected
+        message = str(exc) if expected else f"internal error: {type(exc).__name__}"
+        self.write(error_reply(command, request_id, server_error_code(exc), message or type(exc).__name__))
+        return True
 
     async def _handle(self, frame: frames.Frame) -> bool:
         cmd = frame.command
@@ -265,7 +365,7 @@ class ServerConnection:
             self._on_connect(cmd.connect)
             return True
         if t == T.SEND:
-            await self._on_send(cmd.send, frame)
+            return await self._on_send(cmd.send, frame)
         elif t == T.FLOW:
             c = self.consumers.get(cmd.flow.consumer_id)
             if c is not None and c.subscription is not None:
@@ -277,13 +377,13 @@ class ServerConnection:
         elif t == T.PONG:
             pass
         elif t == T.PARTITIONED_METADATA:
-            self._spawn(self._on_partitioned_metadata, cmd.partitionMetadata)
+            self._spawn(self._on_partitioned_metadata, cmd, cmd.partitionMetadata)
         elif t == T.LOOKUP:
-            self._spawn(self._on_lookup, cmd.lookupTopic)
+            self._spawn(self._on_lookup, cmd, cmd.lookupTopic)
         elif t == T.PRODUCER:
-            self._spawn(self._on_producer, cmd.producer)
+            self._spawn(self._on_producer, cmd, cmd.producer)
         elif t == T.SUBSCRIBE:
-            self._spawn(self._on_subscribe, cmd.subscribe)
+            self._spawn(self._on_subscribe, cmd, cmd.subscribe)
         elif t == T.REDELIVER_UNACKNOWLEDGED_MESSAGES:
             self._on_redeliver(cmd.redeliverUnacknowledgedMessages)
         elif t == T.CLOSE_PRODUCER:
@@ -291,19 +391,19 @@ class ServerConnection:
         elif t == T.CLOSE_CONSUMER:
             self._on_close_consumer(cmd.close_consumer)
         elif t == T.UNSUBSCRIBE:
-            self._spawn(self._on_unsubscribe, cmd.unsubscribe)
+            self._spawn(self._on_unsubscribe, cmd, cmd.unsubscribe)
         elif t == T.SEEK:
-            self._spawn(self._on_seek, cmd.seek)
+            self._spawn(self._on_seek, cmd, cmd.seek)
         elif t == T.GET_LAST_MESSAGE_ID:
-            self._spawn(self._on_get_last_message_id, cmd.getLastMessageId)
+            self._spawn(self._on_get_last_message_id, cmd, cmd.getLastMessageId)
         elif t == T.GET_TOPICS_OF_NAMESPACE:
-            self._spawn(self._on_get_topics, cmd.getTopicsOfNamespace)
+            self._spawn(self._on_get_topics, cmd, cmd.getTopicsOfNamespace)
         elif t == T.CONSUMER_STATS:
             self._on_consumer_stats(cmd.consumerStats)
         elif t == T.GET_SCHEMA:
-            self._spawn(self._on_get_schema, cmd.getSchema)
+            self._spawn(self._on_get_schema, cmd, cmd.getSchema)
         elif t == T.GET_OR_CREATE_SCHEMA:
-            self._spawn(self._on_get_or_create_schema, cmd.getOrCreateSchema)
+            self._spawn(self._on_get_or_create_schema, cmd, cmd.getOrCreateSchema)
         elif t == T.AUTH_RESPONSE:
             pass
         else:
@@ -311,49 +411,41 @@ class ServerConnection:
         return True
 
     def _on_connect(self, c: pb.CommandConnect) -> None:
-        self.remote_version = c.protocol_version
+        # A version below 0 means nothing: treat it as the oldest one (v0), never echo it.
+        self.remote_version = max(0, c.protocol_version)
         self.client_version = c.client_version
         self.connected = True
-        self.write(C.connected(SERVER_VERSION, min(c.protocol_version, C.PROTOCOL_VERSION),
+        self.write(C.connected(SERVER_VERSION, min(self.remote_version, C.PROTOCOL_VERSION),
                                max_message_size=self.config.max_message_size))
 
     def _error(self, request_id: int, exc: BaseException) -> None:
-        if not isinstance(exc, BrokerError):
-            log.warning("request %d on %s failed: %r", request_id, self.address, exc)
         self.write(C.error(request_id, server_error_code(exc), str(exc) or type(exc).__name__))
 
     # -- lookup ----------------------------------------------------------------------------
 
+    # Handlers raise; _command_failed answers with the command's error response.
+
     async def _on_partitioned_metadata(self, c: pb.CommandPartitionedTopicMetadata) -> None:
-        try:
-            name = TopicName.parse(c.topic)
-            n = await self.service.partitioned_metadata(name)
-            self.write(C.partitioned_metadata_response(c.request_id, n))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self.write(C.partitioned_metadata_response(c.request_id, error=server_error_code(exc), message=str(exc)))
+        name = TopicName.parse(c.topic)
+        n = await self.service.partitioned_metadata(name)
+        self.write(C.partitioned_metadata_response(c.request_id, n))
 
     async def _on_lookup(self, c: pb.CommandLookupTopic) -> None:
-        try:
-            name = TopicName.parse(c.topic)
-            url, redirect = await self.service.lookup(name, authoritative=c.authoritative)
-            if not redirect:
-                url = self.local_service_url
-            self.write(C.lookup_response(c.request_id, broker_service_url=url, redirect=redirect, authoritative=True))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self.write(C.lookup_response(c.request_id, error=server_error_code(exc), message=str(exc)))
+        name = TopicName.parse(c.topic)
+        url, redirect = await self.service.lookup(name, authoritative=c.authoritative)
+        if not redirect:
+            url = self.local_service_url
+        self.write(C.lookup_response(c.request_id, broker_service_url=url, redirect=redirect, authoritative=True))
 
     async def _on_get_topics(self, c: pb.CommandGetTopicsOfNamespace) -> None:
-        try:
-            ns = NamespaceName.parse(c.namespace)
-            topics = [] if c.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else await self.service.list_topics(ns)
-            filtered = False
-            if c.HasField("topics_pattern"):
-                pattern = re.compile(c.topics_pattern.split("://", 1)[-1])
-                topics = [t for t in topics if pattern.match(t.split("://", 1)[-1])]
-                filtered = True
-            self.write(C.get_topics_of_namespace_response(c.request_id, topics, filtered=filtered))
-        except (BrokerError, MetadataError, ManagedLedgerError, re.error) as exc:
-            self._error(c.request_id, exc)
+        ns = NamespaceName.parse(c.namespace)
+        topics = [] if c.mode == pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else await self.service.list_topics(ns)
+        matches = None
+        if c.HasField("topics_pattern"):
+            matches = compile_topics_pattern(c.topics_pattern, self.config.subscription_pattern_max_length)
+        if matches is not None:
+            topics = await self.service.filter_topics(topics, matches)
+        self.write(C.get_topics_of_namespace_response(c.request_id, topics, filtered=matches is not None))
 
     # -- producers -------------------------------------------------------------------------
 
@@ -393,22 +485,37 @@ class ServerConnection:
                     return
             self.write(C.producer_success(c.request_id, pname, topic.last_sequence_id(pname),
                                           schema_version=schema_version, topic_epoch=producer.epoch))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self._error(c.request_id, exc)
         finally:
             self._creating_producers.discard(pid)
 
-    async def _on_send(self, c: pb.CommandSend, frame: frames.Frame) -> None:
-        producer = self.producers.get(c.producer_id)
+    async def _on_send(self, c: pb.CommandSend, frame: frames.Frame) -> bool:
+        """Persist one SEND (receipts in order); False = close the connection."""
+        pid = c.producer_id
+        producer = self.producers.get(pid)
         if producer is None or producer.closed:
-            # The broker closed it (unload, fencing) and the client has not noticed yet: the
-            # client resends after it re-creates the producer.
-            return
+            if producer is not None or pid in self._closed_producers:
+                # Closed by the broker (unload, fencing) or by the client while this SEND was
+                # on its way: dropped, as Pulsar does; the client resends after re-creating it.
+                return True
+            # Never created here (or still being created): the client's view of this connection
+            # is out of sync with ours. Pulsar closes the connection; we say why first.
+            log.info("connection %s sent SEND for producer %d that is not open here; closing", self.address, pid)
+            self.write(C.send_error(pid, c.sequence_id, pb.ServerError.NotAllowedError,
+                                    f"Producer {pid} is not open on this connection"))
+            return False
         highest = c.highest_sequence_id if c.HasField("highest_sequence_id") else 0
         if frame.checksum_ok is False:
             slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
             producer.complete(slot, -1, -1, ("ChecksumError", "Checksum failed on the broker"))
-            return
+            return True
+        try:
+            check_message(frame)
+        except BrokerError as exc:
+            # Stored, it would fail every consumer and every restart that reads it.
+            log.info("rejected a SEND of producer %s on %s: %s", producer.name, producer.topic.name, exc)
+            slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
+            producer.complete(slot, -1, -1, (exc.server_error, str(exc)))
+            return True
         data = frame.stored_entry()
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
         while self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
@@ -417,6 +524,7 @@ class ServerConnection:
         self._pending_publish += 1
         self.service.metrics.published(c.num_messages, len(data))
         await producer.topic.publish(producer, slot, data, self._publish_done)
+        return True
 
     def _publish_done(self) -> None:
         self._pending_publish -= 1
@@ -426,7 +534,15 @@ class ServerConnection:
         producer = self.producers.pop(c.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
+        self._producer_closed(c.producer_id)
         self.write(C.success(c.request_id))
+
+    def _producer_closed(self, producer_id: int) -> None:
+        """Remember a closed producer id for a while: SENDs already on their way are dropped."""
+        self._closed_producers[producer_id] = None
+        self._closed_producers.move_to_end(producer_id)
+        if len(self._closed_producers) > _RECENTLY_CLOSED:
+            self._closed_producers.popitem(last=False)
 
     # -- consumers -------------------------------------------------------------------------
 
@@ -445,13 +561,7 @@ class ServerConnection:
             if c.HasField("schema") and c.schema.type != 0:
                 await self.service.schemas.get_or_create(
                     name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
-            start = None
-            if c.HasField("start_message_id"):
-                start = _position(c.start_message_id)
-                if start.ledger_id < 0:
-                    start = EARLIEST
-                elif start.ledger_id >= LATEST.ledger_id:
-                    start = LATEST
+            start = _seek_position(c.start_message_id) if c.HasField("start_message_id") else None
             ranges = None
             mode = 0
             if c.HasField("keySharedMeta"):
@@ -479,8 +589,6 @@ class ServerConnection:
             self._ready_consumers.add(cid)
             if cid in self._early_active:
                 self.write(C.active_consumer_change(cid, self._early_active.pop(cid)))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self._error(c.request_id, exc)
         finally:
             self._creating_consumers.discard(cid)
 
@@ -493,7 +601,15 @@ class ServerConnection:
                                           message="Consumer not found"))
             return
         ids = [(_position(m), list(m.ack_set) if len(m.ack_set) else None) for m in c.message_id]
+        # Nothing past the last written entry can have been delivered: Pulsar's cursor refuses
+        # such a mark-delete/delete (logged) and the ack itself is answered without error.
+        last = consumer.subscription.topic.ml.last_confirmed_entry
+        if any(p > last for p, _ in ids):
+            log.info("consumer %d on %s acked past the last entry %s: ignored", c.consumer_id, self.address, last)
+            ids = [(p, s) for p, s in ids if p <= last]
         if not ids:
+            if request_id is not None:
+                self.write(C.ack_response(c.consumer_id, request_id))
             return
         callback = None
         if request_id is not None:
@@ -527,52 +643,38 @@ class ServerConnection:
         return consumer
 
     async def _on_unsubscribe(self, c: pb.CommandUnsubscribe) -> None:
-        try:
-            consumer = self._consumer(c.consumer_id)
-            sub = consumer.subscription
-            if any(other is not consumer for other in sub.consumers):
-                raise NotAllowedError("Subscription has other connected consumers")
-            self.consumers.pop(c.consumer_id, None)
-            self._ready_consumers.discard(c.consumer_id)
-            sub.remove_consumer(consumer)
-            if sub.durable:
-                await sub.topic.delete_subscription(sub.name, force=True)
-            self.write(C.success(c.request_id))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self._error(c.request_id, exc)
+        consumer = self._consumer(c.consumer_id)
+        sub = consumer.subscription
+        if any(other is not consumer for other in sub.consumers):
+            raise NotAllowedError("Subscription has other connected consumers")
+        self.consumers.pop(c.consumer_id, None)
+        self._ready_consumers.discard(c.consumer_id)
+        sub.remove_consumer(consumer)
+        if sub.durable:
+            await sub.topic.delete_subscription(sub.name, force=True)
+        self.write(C.success(c.request_id))
 
     async def _on_seek(self, c: pb.CommandSeek) -> None:
-        try:
-            consumer = self._consumer(c.consumer_id)
-            sub = consumer.subscription
-            if c.HasField("message_id"):
-                pos = _position(c.message_id)
-                if pos.ledger_id < 0:
-                    pos = EARLIEST
-                elif pos.ledger_id >= LATEST.ledger_id:
-                    pos = LATEST
-                await sub.reset(pos)
-            elif c.HasField("message_publish_time"):
-                await sub.reset(timestamp_ms=c.message_publish_time)
-            else:
-                raise NotAllowedError("Message id and message publish time were not present")
-            self.write(C.success(c.request_id))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self._error(c.request_id, exc)
+        consumer = self._consumer(c.consumer_id)
+        sub = consumer.subscription
+        if c.HasField("message_id"):
+            await sub.reset(_seek_position(c.message_id))
+        elif c.HasField("message_publish_time"):
+            await sub.reset(timestamp_ms=c.message_publish_time)
+        else:
+            raise NotAllowedError("Message id and message publish time were not present")
+        self.write(C.success(c.request_id))
 
     async def _on_get_last_message_id(self, c: pb.CommandGetLastMessageId) -> None:
-        try:
-            consumer = self._consumer(c.consumer_id)
-            sub = consumer.subscription
-            topic = sub.topic
-            last, batch_index = await topic.last_message_id()
-            partition = topic.name.partition_index
-            last_id = C.message_id(last.ledger_id, last.entry_id, partition, batch_index)
-            md = sub.cursor.mark_delete_position
-            md_id = C.message_id(md.ledger_id, md.entry_id, partition) if md.ledger_id >= 0 else None
-            self.write(C.get_last_message_id_response(c.request_id, last_id, mark_delete_position=md_id))
-        except (BrokerError, MetadataError, ManagedLedgerError) as exc:
-            self._error(c.request_id, exc)
+        consumer = self._consumer(c.consumer_id)
+        sub = consumer.subscription
+        topic = sub.topic
+        last, batch_index = await topic.last_message_id()
+        partition = topic.name.partition_index
+        last_id = C.message_id(last.ledger_id, last.entry_id, partition, batch_index)
+        md = sub.cursor.mark_delete_position
+        md_id = C.message_id(md.ledger_id, md.entry_id, partition) if md.ledger_id >= 0 else None
+        self.write(C.get_last_message_id_response(c.request_id, last_id, mark_delete_position=md_id))
 
     def _on_consumer_stats(self, c: pb.CommandConsumerStats) -> None:
         consumer = self.consumers.get(c.consumer_id)
@@ -596,25 +698,18 @@ class ServerConnection:
     # -- schema ----------------------------------------------------------------------------
 
     async def _on_get_schema(self, c: pb.CommandGetSchema) -> None:
-        try:
-            name = TopicName.parse(c.topic)
-            version = version_int(c.schema_version) if c.HasField("schema_version") else None
-            s = await self.service.schemas.get(name, version)
-            if s is None:
-                self.write(C.get_schema_response(c.request_id, error_code=pb.ServerError.TopicNotFound,
-                                                 error_message="Topic not found or no-schema"))
-                return
-            schema = C.schema(s["name"], s["type"], s["data"], s.get("properties"))
-            self.write(C.get_schema_response(c.request_id, schema_=schema, schema_version=version_bytes(s["version"])))
-        except (BrokerError, MetadataError) as exc:
-            self.write(C.get_schema_response(c.request_id, error_code=server_error_code(exc), error_message=str(exc)))
+        name = TopicName.parse(c.topic)
+        version = version_int(c.schema_version) if c.HasField("schema_version") else None
+        s = await self.service.schemas.get(name, version)
+        if s is None:
+            self.write(C.get_schema_response(c.request_id, error_code=pb.ServerError.TopicNotFound,
+                                             error_message="Topic not found or no-schema"))
+            return
+        schema = C.schema(s["name"], s["type"], s["data"], s.get("properties"))
+        self.write(C.get_schema_response(c.request_id, schema_=schema, schema_version=version_bytes(s["version"])))
 
     async def _on_get_or_create_schema(self, c: pb.CommandGetOrCreateSchema) -> None:
-        try:
-            name = TopicName.parse(c.topic)
-            v = await self.service.schemas.get_or_create(
-                name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
-            self.write(C.get_or_create_schema_response(c.request_id, schema_version=version_bytes(v)))
-        except (BrokerError, MetadataError) as exc:
-            self.write(C.get_or_create_schema_response(c.request_id, error_code=server_error_code(exc),
-                                                       error_message=str(exc)))
+        name = TopicName.parse(c.topic)
+        v = await self.service.schemas.get_or_create(
+            name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})
+        self.write(C.get_or_create_schema_response(c.request_id, schema_version=version_bytes(v)))

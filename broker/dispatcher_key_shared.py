@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError
+from clients.protocol.murmur3 import murmur3_32
 
 if TYPE_CHECKING:
     from managed_ledger import Position
@@ -29,40 +30,6 @@ AUTO_SPLIT, STICKY = 0, 1
 class ConsumerAssignError(BrokerError):
     server_error = "ConsumerAssignError"
     http_status = 409
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit (the hash Pulsar uses for sticky keys)."""
-    c1, c2, m = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
-    h = seed & m
-    n = len(data) // 4
-    for i in range(n):
-        k = int.from_bytes(data[4 * i: 4 * i + 4], "little")
-        k = (k * c1) & m
-        k = ((k << 15) | (k >> 17)) & m
-        k = (k * c2) & m
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & m
-        h = (h * 5 + 0xE6546B64) & m
-    tail = data[4 * n:]
-    k = 0
-    if len(tail) >= 3:
-        k ^= tail[2] << 16
-    if len(tail) >= 2:
-        k ^= tail[1] << 8
-    if tail:
-        k ^= tail[0]
-        k = (k * c1) & m
-        k = ((k << 15) | (k >> 17)) & m
-        k = (k * c2) & m
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & m
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & m
-    h ^= h >> 16
-    return h
 
 
 def sticky_hash(key: bytes | None) -> int:

@@ -103,6 +103,20 @@ class ChecksumError(BrokerError):
     http_status = 400
 
 
+class InvalidMessageError(BrokerError):
+    """A SEND whose metadata does not parse or makes no sense: nothing is stored. Answered
+    ChecksumError, Pulsar's code for a corrupt message (the client drops that message and
+    keeps the connection)."""
+
+    server_error = "ChecksumError"
+    http_status = 400
+
+
+class InvalidTopicsPatternError(BrokerError):
+    server_error = "NotAllowedError"
+    http_status = 400
+
+
 class IncompatibleSchemaError(BrokerError):
     server_error = "IncompatibleSchema"
     http_status = 409
@@ -120,3 +134,9 @@ class PreconditionFailedError(BrokerError):
 
     server_error = "NotAllowedError"
     http_status = 412
+
+
+class InvalidPoliciesError(PreconditionFailedError):
+    """A namespace's stored policies do not validate (written by an older version): its
+    lookups and admin calls fail with this error until the field is fixed. NotAllowedError
+    (inherited) is one the clients do not retry: only an operator can fix it."""

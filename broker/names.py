@@ -2,7 +2,9 @@
 
 ``persistent://tenant/ns/topic`` is the full form; ``topic`` maps to ``public/default`` and
 ``tenant/ns/topic`` to the persistent domain. Partition ``i`` of a partitioned topic is the
-ordinary topic ``<topic>-partition-<i>``.
+ordinary topic ``<topic>-partition-<i>``; as in Pulsar's TopicName, a suffix that is not a
+canonical decimal (``-partition-01``, ``-partition-x``) makes no partition, and an index
+beyond int32 (the wire's partition field) is an invalid name.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from broker.errors import InvalidSubscriptionNameError, InvalidTopicNameError
 
 PARTITION_SUFFIX = "-partition-"
 DOMAINS = ("persistent", "non-persistent")
-_NAME_OK = re.compile(r"^[-=:.\w]+$")
-_PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
+_NAME_OK = re.compile(r"^[-=:.\w]+$", re.ASCII)  # Java's \w: ASCII letters, digits, _
+# Canonical decimal only (no leading zero, ASCII digits), as Pulsar's getPartitionIndex.
+_PARTITION_RE = re.compile(r"^(.*)-partition-(0|[1-9][0-9]*)$")
+MAX_PARTITION_INDEX = 2**31 - 1
 
 
 def check_name_part(kind: str, value: str) -> str:
@@ -24,6 +28,12 @@ def check_name_part(kind: str, value: str) -> str:
     if not value or not _NAME_OK.match(value):
         raise InvalidTopicNameError(f"invalid {kind} name: {value!r}")
     return value
+
+
+def without_partition_suffix(name: str) -> str:
+    """``...topic-partition-3`` -> ``...topic`` (a name that is no partition is returned as is)."""
+    m = _PARTITION_RE.match(name)
+    return m.group(1) if m else name
 
 
 def check_subscription_name(name: str) -> str:
@@ -80,6 +90,9 @@ class TopicName:
         check_name_part("namespace", ns)
         if not local or "/" in local or local.strip() != local:
             raise InvalidTopicNameError(f"invalid topic local name: {local!r}")
+        m = _PARTITION_RE.match(local)
+        if m and (len(m.group(2)) > 10 or int(m.group(2)) > MAX_PARTITION_INDEX):
+            raise InvalidTopicNameError(f"invalid topic name {text!r}: partition index beyond {MAX_PARTITION_INDEX}")
         return cls(domain, tenant, ns, local)
 
     @classmethod
@@ -112,6 +125,8 @@ class TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, m.group(1))
 
     def partition(self, index: int) -> "TopicName":
+        if not 0 <= index <= MAX_PARTITION_INDEX:
+            raise InvalidTopicNameError(f"invalid partition index {index} of {self}")
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}{PARTITION_SUFFIX}{index}")
 
     @property

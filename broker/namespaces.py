@@ -13,16 +13,9 @@ from urllib.parse import unquote
 
 from broker.errors import ConflictError, NamespaceNotFoundError, NotAllowedError, PreconditionFailedError
 from broker.names import NamespaceName, TopicName, check_name_part
+from broker.policies import bundle_boundaries, check_stored, parse_namespace_policies
 from metadata import values
 from metadata.errors import AlreadyExistsError, BadVersionError, NotFoundError
-
-FULL_RANGE = (0, 0x100000000)
-
-
-def bundle_boundaries(num_bundles: int) -> list[str]:
-    step = FULL_RANGE[1] // num_bundles
-    bounds = [i * step for i in range(num_bundles)] + [0xFFFFFFFF]
-    return [f"0x{b:08x}" for b in bounds]
 
 
 def default_policies(num_bundles: int, cluster: str) -> dict[str, Any]:
@@ -118,11 +111,13 @@ class NamespaceResources:
     async def namespaces(self, tenant: str) -> list[str]:
         return [f"{tenant}/{n}" for n in await self._children(f"/admin/policies/{tenant}")]
 
-    async def get_policies(self, ns: NamespaceName) -> dict[str, Any]:
+    async def get_policies(self, ns: NamespaceName, validate: bool = True) -> dict[str, Any]:
+        """The namespace's policies; with ``validate``, InvalidPoliciesError when a stored
+        field is malformed (so lookups and topic loads fail for this namespace only)."""
         policies = await self._get(f"/admin/policies/{ns}")
         if policies is None:
             raise NamespaceNotFoundError(f"Namespace {ns} does not exist")
-        return policies
+        return check_stored(ns, policies) if validate else policies
 
     async def namespace_exists(self, ns: NamespaceName) -> bool:
         return await self.store.exists(f"/admin/policies/{ns}") is not None
@@ -131,11 +126,8 @@ class NamespaceResources:
         if await self.get_tenant(ns.tenant) is None:
             raise NamespaceNotFoundError(f"Tenant {ns.tenant} does not exist")
         merged = default_policies(self.num_bundles, self.cluster)
-        if policies:
-            merged.update({k: v for k, v in policies.items() if k in merged or k.endswith("Enabled")})
-            if isinstance(policies.get("bundles"), dict) and policies["bundles"].get("numBundles"):
-                n = int(policies["bundles"]["numBundles"])
-                merged["bundles"] = {"boundaries": bundle_boundaries(n), "numBundles": n}
+        if policies is not None:
+            merged.update(parse_namespace_policies(policies))
         try:
             await self.store.create(f"/admin/policies/{ns}", values.pack(merged))
         except AlreadyExistsError:
@@ -157,7 +149,7 @@ class NamespaceResources:
                 continue  # lost a concurrent update: read again
 
     async def delete_namespace(self, ns: NamespaceName, has_topics: bool) -> None:
-        await self.get_policies(ns)
+        await self.get_policies(ns, validate=False)  # a namespace with broken policies can go
         if has_topics:
             raise ConflictError(f"Namespace {ns} still has topics")
         await self.store.delete_recursive(f"/admin/partitioned-topics/{ns}")

@@ -12,14 +12,23 @@ import bisect
 import zlib
 from typing import Any
 
-from broker.errors import ServiceNotReadyError
+from broker.errors import BadRequestError, InvalidPoliciesError, ServiceNotReadyError
 from broker.names import NamespaceName, TopicName
+from broker.policies import parse_boundaries
 from metadata import values
 from metadata.errors import AlreadyExistsError, BadVersionError, NotFoundError
 
 
+def _checked(boundaries: list[str], what: object) -> list[int]:
+    # Policies are validated when read, but whatever reaches here must never crash a lookup.
+    try:
+        return parse_boundaries(boundaries)
+    except BadRequestError as exc:
+        raise InvalidPoliciesError(f"{what} has invalid bundle boundaries: {exc}") from None
+
+
 def bundle_of(topic: TopicName, boundaries: list[str]) -> str:
-    bounds = [int(b, 16) for b in boundaries]
+    bounds = _checked(boundaries, topic.namespace_name)
     h = zlib.crc32(str(topic).encode())
     i = max(0, min(len(bounds) - 2, bisect.bisect_right(bounds, h) - 1))
     return f"{boundaries[i]}_{boundaries[i + 1]}"
@@ -27,6 +36,7 @@ def bundle_of(topic: TopicName, boundaries: list[str]) -> str:
 
 def bundles(boundaries: list[str]) -> list[str]:
     """Bundle names (``0xLOW_0xHIGH``) of a namespace with these boundaries."""
+    _checked(boundaries, "the namespace")
     return [f"{lo}_{hi}" for lo, hi in zip(boundaries, boundaries[1:])]
 
 

@@ -1,4 +1,5 @@
-"""A producer attached to a topic: identity, access mode and in-order SEND_RECEIPTs.
+"""A producer attached to a topic: identity, access mode, in-order SEND_RECEIPTs, and the
+check of what a SEND may carry.
 
 Sends are persisted concurrently (pipelined) but the client needs receipts in the order it
 sent them, so every SEND gets a ``PendingSend`` slot in a FIFO; a completed slot is answered
@@ -12,7 +13,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.errors import InvalidMessageError
 from broker.rates import Rates
+from clients.protocol import frames
+from clients.protocol.errors import ProtocolError
 
 if TYPE_CHECKING:
     from broker.topic import PersistentTopic
@@ -30,6 +34,20 @@ class ProducerPeer(Protocol):
     def send_send_error(self, producer_id: int, sequence_id: int, error: str, message: str) -> None: ...
 
     def send_close_producer(self, producer_id: int) -> None: ...
+
+
+def check_message(frame: frames.Frame) -> None:
+    """Raise ``InvalidMessageError`` unless a SEND carries a MessageMetadata that parses, has
+    its required fields and a possible batch size. What is stored is read by every consumer,
+    the dedup recovery and the TTL/seek scans, again after every restart: it must parse."""
+    if frame.metadata_and_payload is None:
+        raise InvalidMessageError("Invalid message: SEND without metadata and payload")
+    try:
+        md = frame.metadata()
+    except ProtocolError as exc:
+        raise InvalidMessageError(f"Invalid message metadata: {exc}") from None
+    if md.HasField("num_messages_in_batch") and md.num_messages_in_batch < 1:
+        raise InvalidMessageError(f"Invalid message metadata: num_messages_in_batch {md.num_messages_in_batch}")
 
 
 @dataclass

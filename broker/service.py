@@ -33,12 +33,16 @@ from broker.namespaces import NamespaceResources
 from broker.ownership import OwnershipCache, bundle_of
 from broker.schemas import SchemaRegistry
 from broker.topic import PersistentTopic
+from broker.topic_pattern import filter_topics
 from managed_ledger import ManagedLedgerConfig
 from managed_ledger.errors import ManagedLedgerError
 from metadata import values
 from metadata.errors import MetadataError
 
 log = logging.getLogger(__name__)
+
+# GET_TOPICS pattern matching over more topics than this runs in a worker thread.
+FILTER_IN_THREAD_ABOVE = 1000
 
 
 class BrokerService:
@@ -59,6 +63,7 @@ class BrokerService:
         self.ownership: OwnershipCache | None = None
         self.started_at = time.time()
         self.ready = False  # the admin API answers 503 until the broker serves clients
+        self.pattern_limiter = trio.CapacityLimiter(2)
 
     # -- identity --------------------------------------------------------------------------
 
@@ -148,7 +153,12 @@ class BrokerService:
             stream.setsockopt(6, 1, 1)  # TCP_NODELAY: receipts must not wait for Nagle
         except OSError:
             pass
-        await ServerConnection(self, stream).serve()
+        try:
+            await ServerConnection(self, stream).serve()
+        except Exception:
+            # Last resort: one connection's failure must never end the listener (and with it
+            # the process); ServerConnection.serve already handles everything it expects.
+            log.exception("connection handler failed")
 
     async def _update_stats(self) -> None:
         while True:
@@ -166,6 +176,10 @@ class BrokerService:
                     await self.expire_messages(topic)
                 except (BrokerError, ManagedLedgerError, MetadataError) as exc:
                     log.warning("message expiry on %s failed: %r", topic.name, exc)
+                except Exception:
+                    # e.g. an entry stored before SENDs were validated: this topic is skipped,
+                    # the others and the broker go on.
+                    log.exception("message expiry on %s failed unexpectedly", topic.name)
 
     async def expire_messages(self, topic: PersistentTopic) -> None:
         ttl = topic.policies.get("message_ttl_in_seconds")
@@ -304,12 +318,18 @@ class BrokerService:
 
     async def list_topics(self, ns: NamespaceName) -> list[str]:
         """Persistent topics of a namespace (partitions listed as ``-partition-N``)."""
-        await self.namespaces.get_policies(ns)
+        await self.namespaces.get_policies(ns, validate=False)  # listable even with broken policies
         prefix = f"{ns}/persistent/"
         names = await self.factory.list_names(prefix)
         found = {str(TopicName.from_managed_ledger_name(n)) for n in names if n.startswith(prefix)}
         found.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
         return sorted(found)
+
+    async def filter_topics(self, topics: list[str], matches: Callable[[str], bool]) -> list[str]:
+        """Topics that ``matches``; a large namespace is filtered off the event loop."""
+        if len(topics) <= FILTER_IN_THREAD_ABOVE:
+            return filter_topics(topics, matches)
+        return await trio.to_thread.run_sync(filter_topics, topics, matches, limiter=self.pattern_limiter)
 
     async def unload_topic(self, name: TopicName) -> None:
         topic = self.topics.get(str(name))

@@ -11,15 +11,16 @@ ledgers, ledger client, bookie (journal flushed, final checkpoint), metadata sto
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import trio
 
 from bookie.bookie import Bookie
 from bookie.client import BookKeeper, ClientConfig
-from bookie.client.local_bookie import register_local_bookie, unregister_local_bookie
+from bookie.client.local_bookie import RequestHandler
 from bookie.config import BookieConfig
 from broker.admin import serve_admin
 from broker.config import BrokerConfig
@@ -86,16 +87,13 @@ async def run_standalone(
             # The broker's ledger client reaches this bookie in-process (same request
             # processor and journal fsync before every ack, no loopback socket hop); other
             # clients still use its port.
-            register_local_bookie(bookie.bookie_id, bookie.processor)
-            try:
-                async with trio.open_nursery() as inner:
-                    service = await inner.start(run_broker, broker_config, store)
-                    task_status.started(service)
-                    await stop.wait()
-                    log.info("stopping the broker")
-                    inner.cancel_scope.cancel()
-            finally:
-                unregister_local_bookie(bookie.bookie_id, bookie.processor)
+            local = {bookie.bookie_id: bookie.processor}
+            async with trio.open_nursery() as inner:
+                service = await inner.start(functools.partial(run_broker, broker_config, store, local_bookies=local))
+                task_status.started(service)
+                await stop.wait()
+                log.info("stopping the broker")
+                inner.cancel_scope.cancel()
             log.info("stopping the bookie")
             with trio.CancelScope(shield=True):
                 await bookie.close()
@@ -106,9 +104,11 @@ async def run_standalone(
 
 
 async def run_broker(
-    config: BrokerConfig, store: Any, *, task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED
+    config: BrokerConfig, store: Any, *, local_bookies: Mapping[str, RequestHandler] | None = None,
+    task_status: trio.TaskStatus[BrokerService] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """A broker on an open metadata store (bookies found through it); runs until cancelled."""
+    """A broker on an open metadata store (bookies found through it); runs until cancelled.
+    ``local_bookies``: bookies of this process, reached without a socket (standalone)."""
     ml_config = ManagedLedgerConfig(
         ensemble_size=config.managed_ledger_default_ensemble_size,
         write_quorum=config.managed_ledger_default_write_quorum,
@@ -117,7 +117,7 @@ async def run_broker(
         metadata_write_quorum=config.managed_ledger_default_write_quorum,
         metadata_ack_quorum=config.managed_ledger_default_ack_quorum,
     )
-    async with BookKeeper(store, ClientConfig()) as bk:
+    async with BookKeeper(store, ClientConfig(), local_bookies=local_bookies) as bk:
         async with ManagedLedgerFactory(store, bk, ml_config) as factory:
             service = BrokerService(config, store, factory)
             async with trio.open_nursery() as nursery:

@@ -109,12 +109,21 @@ class PersistentTopic:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    task_status.started()
+                    await trio.sleep_forever()
+        except Exception as exc:
+            # Error boundary: a bug in one of this topic's tasks (dispatch, ack persistence, an
+            # add) must not end the broker. Logged once; the topic closes, its clients reconnect
+            # and the next lookup loads it afresh.
+            log.error("topic %s failed; closing it", self.name, exc_info=exc)
+            if not self.closed:
+                self.fenced = True
+                self.service.spawn(self.close)
 
     async def initialize(self) -> None:
         """Load existing durable subscriptions and, when enabled, the dedup state."""

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from . import errors
-from .connection import DEFAULT_MAX_MESSAGE_SIZE, ConnectionConfig
+from .client_context import ClientConfig, ClientContext
+from .connection import ConnectionConfig
 from .connection_pool import ConnectionPool, parse_service_url
 from .consumer import Consumer, ConsumerBase, ConsumerConfig
 from .lookup import LookupService
@@ -30,17 +30,6 @@ from .reader import Reader
 from .topic_name import fully_qualified, namespace_of, partition_name
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ClientConfig:
-    operation_timeout_seconds: float = 30
-    connection_timeout_ms: int = 10_000
-    keep_alive_interval_seconds: float = 30
-
-    @property
-    def operation_timeout_s(self) -> float:
-        return float(self.operation_timeout_seconds)
 
 
 class AsyncClient:
@@ -62,13 +51,12 @@ class AsyncClient:
             connection_timeout_s=connection_timeout_ms / 1000,
             keep_alive_interval_s=float(keep_alive_interval_seconds),
         )
-        self._ids = {"request": 0, "producer": 0, "consumer": 0}
-        self._handles: set[Any] = set()
         self._nursery: trio.Nursery | None = None
+        self._ctx: ClientContext  # what producers and consumers get (set when entered)
         self._pool: ConnectionPool
         self._lookup: LookupService
         self._closed = False
-        self._max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        self._handles: set[Any] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -76,9 +64,9 @@ class AsyncClient:
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()
         self._pool = ConnectionPool(self._nursery, self._cnx_config)
-        self._lookup = LookupService(
-            self._pool, self.service_url, self._new_request_id, self._config.operation_timeout_s
-        )
+        self._ctx = ClientContext(self._config, self._nursery, self._pool, self.service_url, self.create_producer)
+        self._lookup = self._ctx.lookup
+        self._handles = self._ctx.handles
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
@@ -112,30 +100,6 @@ class AsyncClient:
         if self._closed or self._nursery is None:
             raise errors.AlreadyClosed("client is closed (or not entered with `async with`)")
 
-    def _new_id(self, kind: str) -> int:
-        self._ids[kind] += 1
-        return self._ids[kind]
-
-    def _new_request_id(self) -> int:
-        return self._new_id("request")
-
-    def _new_producer_id(self) -> int:
-        return self._new_id("producer")
-
-    def _new_consumer_id(self) -> int:
-        return self._new_id("consumer")
-
-    def _forget(self, handle: Any) -> None:
-        self._handles.discard(handle)
-
-    async def _start_child(self, child: Producer | Consumer) -> None:
-        """Run a producer's/consumer's service task in the client nursery; creation errors raise here."""
-        assert self._nursery is not None
-        await self._nursery.start(child._run)
-        cnx = child._cnx
-        if cnx is not None:
-            self._max_message_size = cnx.max_message_size
-
     # -- producers ----------------------------------------------------------------------------
 
     async def create_producer(self, topic: str, config: ProducerConfig | None = None, **options: Any):  # type: ignore[no-untyped-def]
@@ -145,11 +109,11 @@ class AsyncClient:
         name = fully_qualified(topic)
         partitions = await self._lookup.partitions(name)
         if partitions > 0:
-            producer: Any = PartitionedProducer(self, name, cfg, partitions)
+            producer: Any = PartitionedProducer(self._ctx, name, cfg, partitions)
             await producer._start()
         else:
-            producer = Producer(self, name, cfg)
-            await self._start_child(producer)
+            producer = Producer(self._ctx, name, cfg)
+            await self._ctx.start_child(producer)
         self._handles.add(producer)
         return producer
 
@@ -170,7 +134,7 @@ class AsyncClient:
             return await self._subscribe_pattern(topic, cfg)
         if isinstance(topic, (list, tuple)):
             names = [fully_qualified(t) for t in topic]
-            multi = MultiTopicsConsumer(self, cfg, topic_label=",".join(names))
+            multi = MultiTopicsConsumer(self._ctx, cfg, topic_label=",".join(names))
             children: list[tuple[str, int]] = []
             for name in names:
                 n = await self._lookup.partitions(name)
@@ -181,14 +145,14 @@ class AsyncClient:
         name = fully_qualified(topic)
         n = await self._lookup.partitions(name)
         if n > 0:
-            multi = MultiTopicsConsumer(self, cfg, topic_label=name)
+            multi = MultiTopicsConsumer(self._ctx, cfg, topic_label=name)
             await multi.add_topics([(partition_name(name, i), i) for i in range(n)])
             assert self._nursery is not None
             await self._nursery.start(multi.watch_partitions, name)
             self._handles.add(multi)
             return multi
-        consumer = Consumer(self, name, cfg)
-        await self._start_child(consumer)
+        consumer = Consumer(self._ctx, name, cfg)
+        await self._ctx.start_child(consumer)
         self._handles.add(consumer)
         return consumer
 
@@ -197,7 +161,7 @@ class AsyncClient:
         full = text if "://" in text else f"persistent://public/default/{text}"
         namespace = namespace_of(full)
         compiled = re.compile(full)
-        multi = MultiTopicsConsumer(self, cfg, topic_label=full)
+        multi = MultiTopicsConsumer(self._ctx, cfg, topic_label=full)
         mode = REGEX_MODES[cfg.regex_subscription_mode]
         await multi.discover(namespace, compiled, mode)
         assert self._nursery is not None
@@ -238,11 +202,11 @@ class AsyncClient:
         )
         consumer: Consumer | MultiTopicsConsumer
         if partitions > 0:
-            consumer = MultiTopicsConsumer(self, cfg, topic_label=name)
+            consumer = MultiTopicsConsumer(self._ctx, cfg, topic_label=name)
             await consumer.add_topics([(partition_name(name, i), i) for i in range(partitions)])
         else:
-            consumer = Consumer(self, name, cfg)
-            await self._start_child(consumer)
+            consumer = Consumer(self._ctx, name, cfg)
+            await self._ctx.start_child(consumer)
         reader = Reader(consumer)
         self._handles.add(reader)
         return reader

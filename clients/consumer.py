@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from . import errors
-from .lookup import Backoff
+from .ack_grouping import AckGroupingTracker
+from .chunk_assembler import ChunkAssembler
+from .connection_handler import ConnectionHandler
 from .message import Message
 from .message_id import MessageId
 from .message_queue import MessageQueue
+from .redelivery_tracker import RedeliveryTracker
 from .options import (
     BatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -39,7 +42,7 @@ from .protocol.errors import ProtocolError
 from .protocol.pulsar_api_pb2 import CommandAck, CommandSubscribe, KeySharedMode
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
+    from .client_context import ClientContext
     from .connection import ClientConnection
 
 log = logging.getLogger(__name__)
@@ -148,7 +151,7 @@ class Consumer(ConsumerBase):
 
     def __init__(
         self,
-        client: "AsyncClient",
+        ctx: "ClientContext",
         topic: str,
         config: ConsumerConfig,
         *,
@@ -156,11 +159,11 @@ class Consumer(ConsumerBase):
         queue: MessageQueue[Message] | None = None,
         receiver_queue_size: int | None = None,
     ) -> None:
-        self._client = client
+        self._ctx = ctx
         self._topic = topic
         self._config = config
         self._partition = partition
-        self._consumer_id = client._new_consumer_id()
+        self._consumer_id = ctx.new_consumer_id()
         self._name = config.consumer_name or secrets.token_hex(5)
         self._own_queue = queue is None
         self._queue = queue if queue is not None else MessageQueue()
@@ -168,7 +171,7 @@ class Consumer(ConsumerBase):
         self._refill_at = max(1, self._queue_size // 2)  # FLOW once half the queue was consumed
         self._permits = 0
         self._cnx: ClientConnection | None = None
-        self._disconnected = trio.Event()
+        self._handler = ConnectionHandler(self)
         self._connected = trio.Event()
         self._scope = trio.CancelScope()
         self._closed = False
@@ -188,20 +191,16 @@ class Consumer(ConsumerBase):
             self._start_filter = (start, config.start_message_id_inclusive)
         self._last_dequeued: MessageId | None = None
         # Acks waiting for the group timer.
-        self._pending_acks: dict[Key, Any] = {}
-        self._pending_cumulative: Key | None = None
-        self._acks_queued = trio.Event()
+        self._acks = AckGroupingTracker(self._consumer_id, config.ack_group_time_ms, lambda: self._cnx)
         # Batches delivered but not fully acked: (ledger, entry) -> batch indexes still unacked.
         self._batch_unacked: dict[Key, set[int]] = {}
         self._batch_sizes: dict[Key, int] = {}
-        # Ack timeout tracker, nack tracker: (ledger, entry) -> deadline (trio clock).
-        self._unacked: dict[Key, float] = {}
-        self._nacked: dict[Key, float] = {}
+        # Nack and ack-timeout deadlines.
+        self._redelivery = RedeliveryTracker(config.negative_ack_redelivery_delay_ms, config.unacked_messages_timeout_ms)
         # Dead-letter candidates: entries delivered with redelivery_count >= max_redeliver_count.
         self._dlq_candidates: dict[Key, list[Message]] = {}
         self._dlq_producer: Any = None
-        # Chunked messages being assembled: uuid -> (parts, chunk ids).
-        self._chunks: dict[str, tuple[list[bytes], list[Key]]] = {}
+        self._chunks = ChunkAssembler(config.max_pending_chunked_message)
         self.end_of_topic = False
         self.is_active: bool | None = None
 
@@ -237,8 +236,8 @@ class Consumer(ConsumerBase):
             task_status.started()
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._reconnector)
-                    nursery.start_soon(self._ack_timer)
+                    nursery.start_soon(self._handler.run)
+                    nursery.start_soon(self._acks.run)
                     nursery.start_soon(self._redelivery_timer)
             except* Exception as group:  # a bug here must fail this consumer, not the whole client
                 log.error("consumer on %s failed", self._topic, exc_info=group)
@@ -285,11 +284,28 @@ class Consumer(ConsumerBase):
             "hash_ranges": ranges,
         }
 
+    # -- the ConnectionHandler's view (clients.connection_handler.Reconnectable) --------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def describe(self) -> str:
+        return f"consumer {self._name} on {self._topic}"
+
+    async def establish(self) -> None:
+        await self._establish()
+
+    def fail(self, error: errors.PulsarException) -> None:
+        self._fatal = error
+        if self._own_queue:
+            self._queue.close()
+
     async def _establish(self) -> None:
-        client = self._client
-        url = await client._lookup.broker_url(self._topic)
-        cnx = await client._pool.get(url)
-        rid = client._new_request_id()
+        ctx = self._ctx
+        url = await ctx.lookup.broker_url(self._topic)
+        cnx = await ctx.pool.get(url)
+        rid = ctx.new_request_id()
         cnx.register_consumer(self._consumer_id, self)
         try:
             await cnx.request(self._subscribe_command(rid), rid)
@@ -301,11 +317,11 @@ class Consumer(ConsumerBase):
         self._clear_queue()
         self._batch_unacked.clear()
         self._chunks.clear()
-        self._disconnected = trio.Event()
+        self._handler.connected()
         self._cnx = cnx
         self._permits = 0
         cnx.send(cmds.flow(self._consumer_id, self._queue_size))
-        self._flush_acks()
+        self._acks.flush()
         self._connected.set()
         if cnx.is_closed:
             self._on_disconnected(cnx)
@@ -315,30 +331,11 @@ class Consumer(ConsumerBase):
             return self._queue.clear()
         return self._queue.remove_if(lambda m: m._consumer is self)
 
-    async def _reconnector(self) -> None:
-        backoff = Backoff()
-        while True:
-            await self._disconnected.wait()
-            if self._closed:
-                return
-            await trio.sleep(backoff.next())
-            try:
-                await self._establish()
-                backoff.reset()
-                log.info("consumer %s on %s reconnected", self._name, self._topic)
-            except errors.FATAL as exc:
-                self._fatal = exc
-                if self._own_queue:
-                    self._queue.close()
-                return
-            except errors.PulsarException as exc:
-                log.info("consumer %s on %s: reconnect failed: %s", self._name, self._topic, exc)
-
     def _on_disconnected(self, cnx: "ClientConnection") -> None:
         if cnx is self._cnx:
             self._cnx = None
             self._connected = trio.Event()
-            self._disconnected.set()
+            self._handler.connection_lost()
 
     def _on_active_change(self, active: bool) -> None:
         self.is_active = active
@@ -350,32 +347,32 @@ class Consumer(ConsumerBase):
         if self._closed:
             return
         self._closed = True
-        self._flush_acks()
+        self._acks.flush()
         cnx, self._cnx = self._cnx, None
         if cnx is not None and not cnx.is_closed:
             cnx.unregister_consumer(self._consumer_id, self)
-            rid = self._client._new_request_id()
+            rid = self._ctx.new_request_id()
             with trio.move_on_after(5):
                 try:
                     await cnx.request(cmds.close_consumer(self._consumer_id, rid), rid)
-                except errors.PulsarException:
-                    pass
+                except errors.PulsarException as e:  # closed locally all the same
+                    log.debug("%s: CLOSE_CONSUMER failed: %s", self.describe(), e)
         if self._dlq_producer is not None:
             await self._dlq_producer.close()
         self._scope.cancel()
         if self._own_queue:
             self._queue.close()
-        self._client._forget(self)
+        self._ctx.forget(self)
 
     async def unsubscribe(self) -> None:
         self._check_open()
         cnx = await self._wait_connected()
-        rid = self._client._new_request_id()
+        rid = self._ctx.new_request_id()
         await cnx.request(cmds.unsubscribe(self._consumer_id, rid), rid)
         await self.close()
 
     async def _wait_connected(self, timeout: float | None = None) -> "ClientConnection":
-        timeout = self._client._config.operation_timeout_s if timeout is None else timeout
+        timeout = self._ctx.config.operation_timeout_s if timeout is None else timeout
         with trio.move_on_after(timeout):
             while True:
                 cnx = self._cnx
@@ -406,7 +403,7 @@ class Consumer(ConsumerBase):
         self._last_dequeued = mid
         if self._config.unacked_messages_timeout_ms:
             key = (mid._ledger, mid._entry)
-            self._unacked.setdefault(key, trio.current_time() + self._config.unacked_messages_timeout_ms / 1000)
+            self._redelivery.delivered(key, trio.current_time())
 
     def _discard(self, cnx: "ClientConnection", mid: Any, error: int, count: int) -> None:
         log.warning("%s: discarding entry %s (validation error %s)", self._topic, cmds.message_id_tuple(mid), error)
@@ -447,7 +444,7 @@ class Consumer(ConsumerBase):
         if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
             self._on_chunk(cmd, meta, payload, ledger, entry, partition)
             return
-        limit = self._client._max_message_size * 2 + 1024 * 1024
+        limit = self._ctx.max_message_size * 2 + 1024 * 1024
         if meta.compression:
             if meta.uncompressed_size > limit:
                 self._discard(cnx, wire_id, CommandAck.UncompressedSizeCorruption, n)
@@ -524,25 +521,13 @@ class Consumer(ConsumerBase):
             self._queue.put(m)
 
     def _on_chunk(self, cmd: Any, meta: Any, payload: memoryview, ledger: int, entry: int, partition: int) -> None:
-        uuid, cid, total = meta.uuid, meta.chunk_id, meta.num_chunks_from_msg
-        parts = self._chunks.get(uuid)
-        if cid == 0:
-            if parts is None and len(self._chunks) >= max(1, self._config.max_pending_chunked_message):
-                # Too many incomplete chunked messages: drop the oldest (it is redelivered later).
-                oldest = next(iter(self._chunks))
-                del self._chunks[oldest]
-            parts = self._chunks[uuid] = ([], [])
-        if parts is None or len(parts[0]) != cid:
-            self._credit(1)  # a chunk out of sequence (e.g. after redelivery of a partial message)
-            self._chunks.pop(uuid, None)
+        done = self._chunks.add(meta.uuid, meta.chunk_id, meta.num_chunks_from_msg, payload, (ledger, entry))
+        if done is None:
+            # an intermediate chunk is consumed now (the last one is counted on dequeue), and so
+            # is one out of sequence (e.g. after a redelivery of a partial message)
+            self._credit(1)
             return
-        parts[0].append(bytes(payload))
-        parts[1].append((ledger, entry))
-        if cid < total - 1:
-            self._credit(1)  # intermediate chunks are consumed now; the last is counted on dequeue
-            return
-        del self._chunks[uuid]
-        whole = b"".join(parts[0])
+        whole, chunk_ids = done
         if meta.compression:
             try:
                 whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
@@ -550,7 +535,7 @@ class Consumer(ConsumerBase):
                 self._credit(1)
                 return
         mid = MessageId(partition, ledger, entry, -1)
-        mid.chunk_ids = tuple(parts[1])
+        mid.chunk_ids = chunk_ids
         mid.topic = self._topic
         if self._start_filter is not None and self._is_prior(ledger, entry, -1):
             self._credit(1)
@@ -582,38 +567,26 @@ class Consumer(ConsumerBase):
         if mid.chunk_ids:
             for k in mid.chunk_ids:
                 self._queue_ack(k)
-            self._unacked.pop(key, None)
-            self._nacked.pop(key, None)
+            self._redelivery.acked(key)
             return
         pending = self._batch_unacked.get(key)
         if pending is not None and mid._batch >= 0:
             pending.discard(mid._batch)
             if pending:
                 if self._config.batch_index_ack_enabled:
-                    ack_set = batch_codec.ack_set_of(pending, self._batch_sizes.get(key, mid.batch_size))
-                    self._pending_acks[key] = cmds.message_id(key[0], key[1], ack_set=ack_set)
-                    self._maybe_flush()
+                    self._acks.add(key, batch_codec.ack_set_of(pending, self._batch_sizes.get(key, mid.batch_size)))
                 return
             del self._batch_unacked[key]
             self._batch_sizes.pop(key, None)
         # Only now is the whole entry acknowledged: a nack of another message of the same
         # batch must survive acks of its siblings.
-        if self._nacked:
-            self._nacked.pop(key, None)
-        if self._unacked:
-            self._unacked.pop(key, None)
+        self._redelivery.acked(key)
         if self._dlq_candidates:
             self._dlq_candidates.pop(key, None)
         self._queue_ack(key)
 
     def _queue_ack(self, key: Key) -> None:
-        self._pending_acks[key] = cmds.message_id(key[0], key[1])
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        self._acks_queued.set()
-        if len(self._pending_acks) >= 1000 or self._config.ack_group_time_ms <= 0:
-            self._flush_acks()
+        self._acks.add(key)
 
     def _ack_cumulative(self, mid: MessageId) -> None:
         self._check_open()
@@ -622,66 +595,25 @@ class Consumer(ConsumerBase):
             target = (key[0], key[1] - 1)  # inside a batch: everything before this entry
         else:
             target = key
-        for k in [k for k in self._unacked if k <= key]:
-            del self._unacked[k]
+        self._redelivery.acked_up_to(key)
         for k in [k for k in self._batch_unacked if k < key]:
             del self._batch_unacked[k]
-        if target[1] >= 0 and (self._pending_cumulative is None or target > self._pending_cumulative):
-            self._pending_cumulative = target
-            self._acks_queued.set()
-        if self._config.ack_group_time_ms <= 0:
-            self._flush_acks()
-
-    def _flush_acks(self) -> None:
-        cnx = self._cnx
-        if cnx is None or cnx.is_closed:
-            return
-        try:
-            if self._pending_cumulative is not None:
-                ledger, entry = self._pending_cumulative
-                cnx.send(cmds.ack(self._consumer_id, [cmds.message_id(ledger, entry)], cumulative=True))
-                self._pending_cumulative = None
-            if self._pending_acks:
-                ids = list(self._pending_acks.values())
-                self._pending_acks.clear()
-                cnx.send(cmds.ack(self._consumer_id, ids))
-        except errors.NotConnected:
-            pass
-
-    async def _ack_timer(self) -> None:
-        """Send grouped acks ``ack_group_time_ms`` after the first one queued; idle otherwise."""
-        interval = max(0.01, self._config.ack_group_time_ms / 1000)
-        while True:
-            await self._acks_queued.wait()
-            self._acks_queued = trio.Event()
-            await trio.sleep(interval)
-            self._flush_acks()
-            if self._pending_acks or self._pending_cumulative is not None:
-                self._acks_queued.set()  # not connected: try again later
+        self._acks.add_cumulative(target)
 
     # -- redelivery ----------------------------------------------------------------------------
 
     def _nack(self, mid: MessageId) -> None:
         self._check_open()
         key = (mid.ledger_id(), mid.entry_id())
-        self._unacked.pop(key, None)
-        self._nacked[key] = trio.current_time() + self._config.negative_ack_redelivery_delay_ms / 1000
+        self._redelivery.nacked(key, trio.current_time())
 
     async def _redelivery_timer(self) -> None:
-        delays = [self._config.negative_ack_redelivery_delay_ms]
-        if self._config.unacked_messages_timeout_ms:
-            delays.append(self._config.unacked_messages_timeout_ms)
-        tick = min(1.0, max(0.01, min(delays) / 3000))
+        tick = self._redelivery.tick_s
         while True:
             await trio.sleep(tick)
-            now = trio.current_time()
-            due = [k for k, t in self._nacked.items() if t <= now]
-            due += [k for k, t in self._unacked.items() if t <= now]
+            due = self._redelivery.pop_due(trio.current_time())
             if due:
-                for k in due:
-                    self._nacked.pop(k, None)
-                    self._unacked.pop(k, None)
-                await self._redeliver(sorted(set(due)))
+                await self._redeliver(due)
 
     async def _redeliver(self, keys: list[Key]) -> None:
         dlq = self._config.dead_letter_policy
@@ -716,7 +648,7 @@ class Consumer(ConsumerBase):
         self._epoch += 1
         cleared = self._clear_queue()
         self._batch_unacked.clear()
-        self._unacked.clear()
+        self._redelivery.forget_unacked()
         cnx.send(cmds.redeliver_unacknowledged(self._consumer_id, consumer_epoch=self._epoch))
         if cleared:
             self._credit(cleared)
@@ -729,7 +661,7 @@ class Consumer(ConsumerBase):
                 from .producer import ProducerConfig
 
                 topic = dlq.dead_letter_topic or f"{self._topic}-{self._config.subscription_name}-DLQ"
-                self._dlq_producer = await self._client.create_producer(
+                self._dlq_producer = await self._ctx.create_producer(
                     topic,
                     ProducerConfig(batching_enabled=False, initial_subscription_name=dlq.initial_subscription_name),
                 )
@@ -749,7 +681,7 @@ class Consumer(ConsumerBase):
         """Reset the subscription to a message id or to a publish time (ms since epoch)."""
         self._check_open()
         cnx = await self._wait_connected()
-        rid = self._client._new_request_id()
+        rid = self._ctx.new_request_id()
         if isinstance(target, int):
             command = cmds.seek(self._consumer_id, rid, publish_time=target)
             new_filter = None
@@ -757,8 +689,7 @@ class Consumer(ConsumerBase):
             mid = MessageId.coerce(target)
             command = cmds.seek(self._consumer_id, rid, message_id_=mid.to_proto(with_batch=False))
             new_filter = None if mid.is_earliest() or mid.is_latest() else (mid, True)
-        self._pending_acks.clear()
-        self._pending_cumulative = None
+        self._acks.forget()
         if not self._config.durable:
             # A reader re-subscribes from its start id: make that the seek target now, in case the
             # broker's CLOSE_CONSUMER makes us re-subscribe before the seek reply arrives.
@@ -767,7 +698,7 @@ class Consumer(ConsumerBase):
         subscriptions_before = self._subscriptions
         await cnx.request(command, rid)
         self._start_filter = new_filter
-        self._nacked.clear()
+        self._redelivery.forget_nacked()
         if self._subscriptions != subscriptions_before:
             # The broker closed us for the seek and we already re-subscribed (which dropped the
             # stale queue): what is queued now comes from the new position, keep it.
@@ -775,7 +706,7 @@ class Consumer(ConsumerBase):
         # Messages queued before the seek are stale; the broker restarts delivery at the target.
         cleared = self._clear_queue()
         self._batch_unacked.clear()
-        self._unacked.clear()
+        self._redelivery.forget_unacked()
         self._last_dequeued = None
         if self._cnx is cnx and not cnx.is_closed:
             self._credit(cleared)
@@ -787,7 +718,7 @@ class Consumer(ConsumerBase):
 
     async def _last_ids(self) -> tuple[MessageId, MessageId | None]:
         cnx = await self._wait_connected()
-        rid = self._client._new_request_id()
+        rid = self._ctx.new_request_id()
         resp = (await cnx.request(cmds.get_last_message_id(self._consumer_id, rid), rid)).getLastMessageIdResponse
         last = MessageId.from_proto(resp.last_message_id)
         mark = MessageId.from_proto(resp.consumer_mark_delete_position) if resp.HasField("consumer_mark_delete_position") else None

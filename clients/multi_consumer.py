@@ -25,7 +25,7 @@ from .options import RegexSubscriptionMode
 from .topic_name import base_topic, partition_name
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
+    from .client_context import ClientContext
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 class MultiTopicsConsumer(ConsumerBase):
     """One consumer API over many single-topic consumers."""
 
-    def __init__(self, client: "AsyncClient", config: ConsumerConfig, *, topic_label: str) -> None:
-        self._client = client
+    def __init__(self, ctx: "ClientContext", config: ConsumerConfig, *, topic_label: str) -> None:
+        self._ctx = ctx
         self._config = config
         self._label = topic_label
         self._queue: MessageQueue[Message] = MessageQueue()
@@ -77,10 +77,10 @@ class MultiTopicsConsumer(ConsumerBase):
         try:
             for topic, partition in topics:
                 child = Consumer(
-                    self._client, topic, self._config, partition=partition, queue=self._queue,
+                    self._ctx, topic, self._config, partition=partition, queue=self._queue,
                     receiver_queue_size=per_child,
                 )
-                await self._client._start_child(child)
+                await self._ctx.start_child(child)
                 created.append(child)
                 self._children[topic] = child
         except BaseException:
@@ -99,7 +99,7 @@ class MultiTopicsConsumer(ConsumerBase):
         for child in list(self._children.values()):
             await child.close()
         self._queue.close()
-        self._client._forget(self)
+        self._ctx.forget(self)
 
     async def unsubscribe(self) -> None:
         self._check_open()
@@ -145,7 +145,7 @@ class MultiTopicsConsumer(ConsumerBase):
             while True:
                 await trio.sleep(self._config.partitions_update_interval_s)
                 try:
-                    count = await self._client._lookup.partitions(topic)
+                    count = await self._ctx.lookup.partitions(topic)
                     known = {c._partition for c in self._children.values() if base_topic(c.topic()) == topic}
                     new = [(partition_name(topic, i), i) for i in range(count) if i not in known]
                     if new:
@@ -169,14 +169,14 @@ class MultiTopicsConsumer(ConsumerBase):
                     log.info("pattern discovery in %s failed: %s", namespace, exc)
 
     async def discover(self, namespace: str, pattern: re.Pattern[str], mode: int) -> None:
-        names = await self._client._lookup.topics_of_namespace(namespace, mode)
+        names = await self._ctx.lookup.topics_of_namespace(namespace, mode)
         wanted: list[tuple[str, int]] = []
         for base in sorted({base_topic(n) for n in names}):
             if not pattern.fullmatch(base):
                 continue
             if base in self._children or any(base_topic(t) == base for t in self._children):
                 continue
-            n = await self._client._lookup.partitions(base)
+            n = await self._ctx.lookup.partitions(base)
             wanted += [(partition_name(base, i), i) for i in range(n)] if n else [(base, -1)]
         if wanted:
             await self.add_topics(wanted)

@@ -18,41 +18,11 @@ from . import errors
 from .message_id import MessageId
 from .options import PartitionsRoutingMode
 from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture
+from .protocol.murmur3 import murmur3_32
 from .topic_name import partition_name
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit (what Pulsar's Java client hashes keys with)."""
-    c1, c2, mask = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
-    h = seed & mask
-    n = len(data) // 4 * 4
-    for i in range(0, n, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-        h = ((h << 13) | (h >> 19)) & mask
-        h = (h * 5 + 0xE6546B64) & mask
-    tail = data[n:]
-    k = 0
-    for i, b in enumerate(tail):
-        k |= b << (8 * i)
-    if tail:
-        k = (k * c1) & mask
-        k = ((k << 15) | (k >> 17)) & mask
-        k = (k * c2) & mask
-        h ^= k
-    h ^= len(data)
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & mask
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & mask
-    h ^= h >> 16
-    return h
+    from .client_context import ClientContext
 
 
 class _RoutingView:
@@ -74,8 +44,8 @@ class _RoutingView:
 class PartitionedProducer:
     """Same API as ``Producer``; routes each message to one partition's producer."""
 
-    def __init__(self, client: "AsyncClient", topic: str, config: ProducerConfig, partitions: int) -> None:
-        self._client = client
+    def __init__(self, ctx: "ClientContext", topic: str, config: ProducerConfig, partitions: int) -> None:
+        self._ctx = ctx
         self._topic = topic
         self._config = config
         self._n = partitions
@@ -93,13 +63,12 @@ class PartitionedProducer:
                 for child in self._children:
                     await child.close()
             raise
-        assert self._client._nursery is not None
-        await self._client._nursery.start(self._watch_partitions)
+        await self._ctx.nursery.start(self._watch_partitions)
 
     async def _add_partitions(self, count: int) -> None:
         for i in range(len(self._children), count):
-            child = Producer(self._client, partition_name(self._topic, i), self._config, partition=i)
-            await self._client._start_child(child)
+            child = Producer(self._ctx, partition_name(self._topic, i), self._config, partition=i)
+            await self._ctx.start_child(child)
             self._children.append(child)
         self._n = len(self._children)
 
@@ -110,7 +79,7 @@ class PartitionedProducer:
             while True:
                 await trio.sleep(self._config.partitions_update_interval_s)
                 try:
-                    count = await self._client._lookup.partitions(self._topic)
+                    count = await self._ctx.lookup.partitions(self._topic)
                     if count > len(self._children):
                         await self._add_partitions(count)
                 except errors.PulsarException:
@@ -170,5 +139,5 @@ class PartitionedProducer:
         self._scope.cancel()
         for child in self._children:
             await child.close()
-        self._client._forget(self)
+        self._ctx.forget(self)
 

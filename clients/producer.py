@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from . import errors
-from .lookup import Backoff
+from .connection_handler import ConnectionHandler
 from .message_id import MessageId
 from .options import BatchingType, CompressionType, PartitionsRoutingMode, ProducerAccessMode
 from .protocol import batch as batch_codec
@@ -29,7 +29,7 @@ from .protocol import compression, frames
 from .protocol.pulsar_api_pb2 import ServerError
 
 if TYPE_CHECKING:
-    from .async_client import AsyncClient
+    from .client_context import ClientContext
     from .connection import ClientConnection
 
 log = logging.getLogger(__name__)
@@ -155,12 +155,12 @@ class _OpSend:
 class Producer:
     """Async producer of one (non-partitioned or partition) topic. Create via ``AsyncClient``."""
 
-    def __init__(self, client: "AsyncClient", topic: str, config: ProducerConfig, partition: int = -1) -> None:
-        self._client = client
+    def __init__(self, ctx: "ClientContext", topic: str, config: ProducerConfig, partition: int = -1) -> None:
+        self._ctx = ctx
         self._topic = topic
         self._config = config
         self._partition = partition
-        self._producer_id = client._new_producer_id()
+        self._producer_id = ctx.new_producer_id()
         self._name: str | None = config.producer_name
         self._user_named = config.producer_name is not None
         self._epoch = 0
@@ -172,7 +172,7 @@ class Producer:
         self._batch_bytes = 0
         self._batch_started = trio.Event()
         self._cnx: ClientConnection | None = None
-        self._disconnected = trio.Event()
+        self._handler = ConnectionHandler(self)
         self._scope = trio.CancelScope()
         self._closed = False
         self._fatal: BaseException | None = None
@@ -336,14 +336,14 @@ class Producer:
             self._cnx = None
             if cnx is not None and not cnx.is_closed:
                 cnx.unregister_producer(self._producer_id, self)
-                rid = self._client._new_request_id()
+                rid = self._ctx.new_request_id()
                 with trio.move_on_after(5):
                     try:
                         await cnx.request(cmds.close_producer(self._producer_id, rid), rid)
-                    except errors.PulsarException:
-                        pass
+                    except errors.PulsarException as e:  # closed locally all the same
+                        log.debug("%s: CLOSE_PRODUCER failed: %s", self.describe(), e)
             self._scope.cancel()
-            self._client._forget(self)
+            self._ctx.forget(self)
 
     # -- message building ----------------------------------------------------------------------
 
@@ -364,7 +364,7 @@ class Producer:
 
     def _max_message_size(self) -> int:
         cnx = self._cnx
-        return cnx.max_message_size if cnx is not None else self._client._max_message_size
+        return cnx.max_message_size if cnx is not None else self._ctx.max_message_size
 
     def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any):  # type: ignore[no-untyped-def]
         return cmds.message_metadata(
@@ -507,7 +507,7 @@ class Producer:
     def _on_disconnected(self, cnx: "ClientConnection") -> None:
         if cnx is self._cnx:
             self._cnx = None
-            self._disconnected.set()
+            self._handler.connection_lost()
 
     # -- completion ----------------------------------------------------------------------------
 
@@ -554,16 +554,32 @@ class Producer:
                     nursery.start_soon(self._batch_timer)
                     if self._config.send_timeout_millis > 0:
                         nursery.start_soon(self._send_timeout_checker)
-                    nursery.start_soon(self._reconnector)
+                    nursery.start_soon(self._handler.run)
             except* Exception as group:  # a bug here must fail this producer, not the whole client
                 log.error("producer on %s failed", self._topic, exc_info=group)
                 self._set_fatal(errors.UnknownError(f"producer failed: {group.exceptions[0]!r}"))
 
+    # -- the ConnectionHandler's view (clients.connection_handler.Reconnectable) --------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def describe(self) -> str:
+        return f"producer {self._name} on {self._topic}"
+
+    async def establish(self) -> None:
+        await self._establish()
+
+    def fail(self, error: errors.PulsarException) -> None:
+        if not isinstance(error, errors.AlreadyClosed):
+            self._set_fatal(error)
+
     async def _establish(self) -> None:
-        client = self._client
-        url = await client._lookup.broker_url(self._topic)
-        cnx = await client._pool.get(url)
-        rid = client._new_request_id()
+        ctx = self._ctx
+        url = await ctx.lookup.broker_url(self._topic)
+        cnx = await ctx.pool.get(url)
+        rid = ctx.new_request_id()
         cnx.register_producer(self._producer_id, self)
         waits = self._config.access_mode == ProducerAccessMode.WaitForExclusive
         try:
@@ -593,31 +609,12 @@ class Producer:
             self._next_seq = max(self._next_seq, ok.last_sequence_id + 1)
             self._last_seq_published = max(self._last_seq_published, ok.last_sequence_id)
         self._epoch += 1
-        self._disconnected = trio.Event()
+        self._handler.connected()
         self._cnx = cnx
         for op in self._pending:  # re-send in order, before anything new
             cnx.write(op.frame)
         if cnx.is_closed:
             self._on_disconnected(cnx)
-
-    async def _reconnector(self) -> None:
-        backoff = Backoff()
-        while True:
-            await self._disconnected.wait()
-            if self._closed:
-                return
-            await trio.sleep(backoff.next())
-            try:
-                await self._establish()
-                backoff.reset()
-                log.info("producer %s on %s reconnected", self._name, self._topic)
-            except errors.FATAL as exc:
-                if isinstance(exc, errors.AlreadyClosed):
-                    return
-                self._set_fatal(exc)
-                return
-            except errors.PulsarException as exc:
-                log.info("producer %s on %s: reconnect failed: %s", self._name, self._topic, exc)
 
     async def _batch_timer(self) -> None:
         """Flush an open batch ``batching_max_publish_delay_ms`` after it started; idle otherwise."""

@@ -43,4 +43,4 @@ class Reader:
 
     async def close(self) -> None:
         await self._consumer.close()
-        self._consumer._client._forget(self)  # type: ignore[attr-defined]
+        self._consumer._ctx.forget(self)

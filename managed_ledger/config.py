@@ -7,9 +7,10 @@ map onto these by dropping the prefix.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from quire.config import build, read_toml
 
 MB = 1024 * 1024
 
@@ -58,7 +59,6 @@ class ManagedLedgerConfig:
     read_batch_size: int = 100
     # deletes of trimmed ledgers are retried this many times
     delete_retries: int = 3
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def retention_time_ms(self) -> int:
@@ -72,20 +72,15 @@ class ManagedLedgerConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "ManagedLedgerConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
+    def from_dict(cls, values: dict[str, Any], *, source: str = "") -> "ManagedLedgerConfig":
+        """Keys as here or with the broker's ``managed_ledger_`` prefix; unknown keys are a
+        ConfigError (quire.config)."""
         known: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
         for key, value in values.items():
             k = key.removeprefix("managed_ledger_")
-            if k in names:
-                known[k] = value.encode() if k == "password" and isinstance(value, str) else value
-            else:
-                extra[key] = value
-        return cls(**known, extra=extra)
+            known[k] = value.encode() if k == "password" and isinstance(value, str) else value
+        return build(cls, known, what="managed ledger", source=source)
 
     @classmethod
     def from_toml(cls, path: str, table: str = "managed_ledger") -> "ManagedLedgerConfig":
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-        return cls.from_dict(doc.get(table, {}))
+        return cls.from_dict(read_toml(path).get(table, {}), source=path)

@@ -2,50 +2,38 @@
 
 State: the mark-delete position (everything at or before it is acknowledged), the
 individually deleted ranges above it (collapsing into the mark-delete when they touch it),
-per-entry batch-index ack sets and the mark-delete properties. A durable cursor persists
-that state as one ``PositionInfo`` record appended to its own cursor ledger per flush
-(rolled like Pulsar's), with the metadata node ``/managed-ledgers/<ml>/<cursor>`` as the
-fallback when the ledger cannot be written and as the home of small states on close.
-Only ``max_unacked_ranges_to_persist`` ranges are persisted; the loss is logged and counted.
+per-entry batch-index ack sets and the mark-delete properties. This module holds that state
+and its rules; a durable cursor persists snapshots of it through its ``CursorStore``
+(``cursor_store.py``: the cursor ledger and the metadata node). A state change bumps a
+generation; flushes (throttled by ``throttle_mark_delete``, else the background loop) persist
+the newest. Only ``max_unacked_ranges_to_persist`` ranges are persisted; the loss is logged
+and counted.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import trio
 
-from bookie.client.errors import BKDigestMismatchError, BKError, BKNoSuchEntryError, BKNoSuchLedgerError
 from managed_ledger.ack_set import AckSet
+from managed_ledger.cursor_store import CursorStore
+from managed_ledger.cursor_store import now_ms as _now_ms
 from managed_ledger.errors import (
-    CursorNotFoundError,
-    CursorPersistError,
     InvalidPositionError,
     ManagedLedgerClosedError,
-    ManagedLedgerError,
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
-    MetadataUnavailableError,
 )
-from managed_ledger.formats import (
-    CursorInfo,
-    FormatError,
-    PositionInfo,
-    decode_cursor_info,
-    decode_position_info,
-    encode_cursor_info,
-    encode_position_info,
-)
+from managed_ledger.formats import PositionInfo
 from managed_ledger.position import Entry, Position
 from managed_ledger.range_set import RangeSet
-from metadata.errors import AlreadyExistsError, BadVersionError, MetadataError, NotFoundError
 
 if TYPE_CHECKING:
     from managed_ledger.ledger import ManagedLedger
 
-log = logging.getLogger("quire.managed_ledger.cursor")
+log = logging.getLogger(__name__)
 
 # process-wide count of persists that had to drop ranges (per cursor: stats()["rangesDroppedOnPersist"],
 # shown in the internal stats); for a metrics exporter to read
@@ -56,30 +44,21 @@ class NoMoreEntriesError(ManagedLedgerTerminatedError):
     """The managed ledger is terminated and the cursor has read everything."""
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ManagedCursor:
     def __init__(self, ml: "ManagedLedger", name: str, durable: bool) -> None:
         self.ml = ml
         self.name = name
         self.durable = durable
-        self.path = f"{ml.path}/{name}"
+        self.store = CursorStore(ml, name)
+        self.path = self.store.path
         self.mark_delete_position = Position(-1, -1)
         self.read_position = Position(-1, 0)
         self._deleted = RangeSet()
         self._batch: dict[Position, AckSet] = {}
         self.properties: dict[str, int] = {}
-        self.cursor_properties: dict[str, str] = {}
         self.closed = False
         self._read_epoch = 0
-        # persistence
-        self._node_version = -1
-        self._cursor_ledger: Any = None  # writable handle of the current cursor ledger
-        self._cursor_ledger_entries = 0
-        self._cursor_ledger_created = 0.0
-        self._node_ledger_id = -1  # cursors_ledger_id as last written to the node
+        # persistence: a generation per state change, the last one persisted
         self._state_gen = 0
         self._persisted_gen = 0
         self._persist_lock = trio.Lock()
@@ -117,81 +96,32 @@ class ManagedCursor:
     def has_more_entries(self) -> bool:
         return self.ml.normalize(self.read_position) <= self.ml.last_confirmed_entry
 
+    @property
+    def is_dirty(self) -> bool:
+        """State changed since the last persisted write (the background loop flushes it)."""
+        return self._state_gen > self._persisted_gen
+
     def is_deleted(self, pos: Position) -> bool:
         return pos <= self.mark_delete_position or pos.as_tuple() in self._deleted
 
     # ------------------------------------------------------------------ lifecycle
-    def _init_position(self, md: Position) -> None:
+    def init_position(self, md: Position) -> None:
         self.mark_delete_position = md
         self.read_position = self.ml.next_valid_position(md)
 
+    @property
+    def cursor_properties(self) -> dict[str, str]:
+        return self.store.cursor_properties
+
     async def create(self, md: Position) -> None:
         """New durable cursor: write its node (cursor ledger comes with the first flush)."""
-        self._init_position(md)
-        info = CursorInfo(-1, PositionInfo(md.as_tuple()), _now_ms())
-        try:
-            stat = await self.ml.store.put(self.path, encode_cursor_info(info), -1)
-        except AlreadyExistsError:
+        self.init_position(md)
+        if not await self.store.create(PositionInfo(md.as_tuple())):
             await self.recover()  # created meanwhile by a previous owner: take its state
-            return
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.path}: {e}") from e
-        self._node_version = stat.version
 
     async def recover(self) -> None:
-        """Restore exactly what was persisted: the cursor ledger's last record, or the
-        node's position when the cursor ledger id is -1 or the ledger is unreadable."""
-        ml = self.ml
-        try:
-            data, stat = await ml.store.get(self.path)
-        except NotFoundError:
-            raise CursorNotFoundError(self.path) from None
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.path}: {e}") from e
-        self._node_version = stat.version
-        info = decode_cursor_info(data)
-        self._node_ledger_id = info.cursors_ledger_id
-        self.cursor_properties = dict(info.cursor_properties)
-        pos: PositionInfo | None = info.position
-        if info.cursors_ledger_id != -1:
-            recovered = await self._read_cursor_ledger(info.cursors_ledger_id)
-            if recovered is not None:
-                pos = recovered
-            else:
-                log.warning("%s: cursor ledger %d unreadable; rolling back to the node's position", self.path, info.cursors_ledger_id)
-        self._apply(pos)
-        # Claim the node (same content, new version): a previous owner that has not noticed
-        # the takeover yet now loses its next CAS on it instead of fencing us later.
-        claimed = CursorInfo(info.cursors_ledger_id, info.position, _now_ms(), self.cursor_properties)
-        try:
-            stat = await ml.store.put(self.path, encode_cursor_info(claimed), self._node_version)
-        except BadVersionError as e:
-            ml._set_fenced(f"cursor {self.name} changed during recovery")
-            raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.path}: {e}") from e
-        self._node_version = stat.version
-
-    async def _read_cursor_ledger(self, ledger_id: int) -> PositionInfo | None:
-        ml = self.ml
-        try:
-            lh = await ml.bk.open_ledger(ledger_id, ml.config.password, recovery=True)
-            try:
-                lac = lh.last_add_confirmed
-                if lac < 0:
-                    return None
-                entries = await lh.read(lac, lac)
-                return decode_position_info(bytes(entries[0].data))
-            finally:
-                try:
-                    await lh.close()
-                except BKError:
-                    pass
-        except (BKNoSuchLedgerError, BKNoSuchEntryError, BKDigestMismatchError, FormatError) as e:
-            log.warning("%s: cursor ledger %d: %s", self.path, ledger_id, e)
-            return None
-        except BKError as e:
-            raise ManagedLedgerError(f"{self.path}: cursor recovery failed: {e}") from e
+        """Restore exactly what was persisted (see CursorStore.recover)."""
+        self._apply(await self.store.recover())
 
     def _apply(self, pos: PositionInfo | None) -> None:
         ml = self.ml
@@ -219,11 +149,11 @@ class ManagedCursor:
 
     async def close(self) -> None:
         """Close this cursor (the managed ledger keeps its persisted state)."""
-        await self._close(persist=True)
+        await self.shutdown(persist=True)
         if self.durable:
             self.ml.cursors.pop(self.name, None)
 
-    async def _close(self, persist: bool) -> None:
+    async def shutdown(self, persist: bool) -> None:
         if self.closed:
             return
         try:
@@ -231,13 +161,8 @@ class ManagedCursor:
                 await self._persist_on_close()
         finally:
             self.closed = True
-            self.ml._non_durable.discard(self)
-            if self._cursor_ledger is not None:
-                try:
-                    await self._cursor_ledger.close()
-                except BKError:
-                    pass
-                self._cursor_ledger = None
+            self.ml.forget_non_durable(self)
+            await self.store.close_ledger()
 
     async def _persist_on_close(self) -> None:
         cfg = self.ml.config
@@ -245,40 +170,15 @@ class ManagedCursor:
             gen = self._state_gen
             if len(self._deleted) <= cfg.max_unacked_ranges_to_persist_in_metadata_store:
                 # small state: the node holds it and the cursor ledger goes away
-                await self._write_node(-1, self._snapshot(cfg.max_unacked_ranges_to_persist))
-                old = self._cursor_ledger
-                self._cursor_ledger = None
-                if old is not None:
-                    try:
-                        await old.close()
-                    except BKError:
-                        pass
-                    await self.ml._delete_ledger_quietly(old.ledger_id)
-            elif self._persisted_gen < gen or self._cursor_ledger is None:
+                await self.store.move_to_node(self._snapshot(cfg.max_unacked_ranges_to_persist))
+            elif self._persisted_gen < gen or self.store.ledger is None:
                 await self._write_position(self._snapshot(cfg.max_unacked_ranges_to_persist))
             self._persisted_gen = gen
 
-    async def _delete_persistent_state(self) -> None:
+    async def delete_persistent_state(self) -> None:
         self.closed = True
-        ledgers = {self._node_ledger_id}
-        if self._cursor_ledger is not None:
-            ledgers.add(self._cursor_ledger.ledger_id)
-            try:
-                await self._cursor_ledger.close()
-            except BKError:
-                pass
-            self._cursor_ledger = None
-        try:
-            await self.ml.store.delete(self.path, self._node_version if self.durable and self._node_version >= 0 else None)
-        except NotFoundError:
-            pass
-        except BadVersionError as e:
-            self.ml._set_fenced(f"cursor {self.name} changed by another owner")
-            raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.path}: {e}") from e
-        for ledger_id in ledgers - {-1}:
-            await self.ml._delete_ledger_quietly(ledger_id)
+        version = self.store.node_version
+        await self.store.delete(version if self.durable and version >= 0 else None)
 
     # ------------------------------------------------------------------ reads
     async def read_entries(self, max_entries: int) -> list[Entry]:
@@ -300,7 +200,7 @@ class ManagedCursor:
             if rng is not None:
                 pos = Position(pos.ledger_id, rng[1][1] + 1)
                 continue
-            info = ml._by_id.get(pos.ledger_id)
+            info = ml.ledger_info(pos.ledger_id)
             if info is None:  # trimmed meanwhile: normalize moves on
                 pos = Position(pos.ledger_id, 1 << 62)
                 continue
@@ -317,7 +217,7 @@ class ManagedCursor:
         self.messages_consumed_counter += len(out)
         self.last_active_ms = _now_ms()
         if out:
-            ml._invalidate_cache()
+            ml.invalidate_cache()
         return out
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
@@ -408,9 +308,9 @@ class ManagedCursor:
             self.read_position = self.ml.next_valid_position(md)
         if md != old_md:
             self.last_mark_delete_advanced_ms = _now_ms()
-            self.ml._cursor_moved(self, old_md)
+            self.ml.cursor_moved(self, old_md)
 
-    def _advance_for_trim(self, horizon: Position) -> None:
+    def advance_for_trim(self, horizon: Position) -> None:
         """Trimming deletes ledgers up to `horizon`: a cursor behind it moves forward."""
         old = self.mark_delete_position
         self._move_mark_delete(horizon)
@@ -465,7 +365,7 @@ class ManagedCursor:
         self._batch.clear()
         self.read_position = target
         if old.ledger_id != self.mark_delete_position.ledger_id:
-            ml._cursor_moved(self, old)
+            ml.cursor_moved(self, old)
         await self._persist(force=True)
 
     async def find_newest_matching(self, predicate: Callable[[Entry], bool], all_entries: bool = False) -> Position | None:
@@ -548,17 +448,17 @@ class ManagedCursor:
         gen = self._state_gen
         rate = self.ml.config.throttle_mark_delete
         if rate > 0 and not force and trio.current_time() - self._last_persist < 1.0 / rate:
-            self.ml._rearm_background()  # stays dirty; the background loop flushes it
+            self.ml.rearm_background()  # stays dirty; the background loop flushes it
             return
         await self._flush(gen)
 
-    async def _flush_if_dirty(self) -> None:
+    async def flush_if_dirty(self) -> None:
         if self.durable and not self.closed and self._state_gen > self._persisted_gen:
             await self._flush(self._state_gen)
 
     async def flush(self) -> None:
         """Persist the current state now (e.g. before a planned shutdown)."""
-        await self._flush_if_dirty()
+        await self.flush_if_dirty()
 
     async def _flush(self, gen: int) -> None:
         async with self._persist_lock:
@@ -569,90 +469,20 @@ class ManagedCursor:
             await self._write_position(self._snapshot(self.ml.config.max_unacked_ranges_to_persist))
             self._persisted_gen = gen
 
-    def _cursor_ledger_full(self) -> bool:
-        cfg = self.ml.config
-        return (
-            self._cursor_ledger_entries >= cfg.metadata_max_entries_per_ledger
-            or trio.current_time() - self._cursor_ledger_created >= cfg.ledger_rollover_timeout_s
-        )
-
     async def _write_position(self, info: PositionInfo) -> None:
-        data = encode_position_info(info)
-        if self._cursor_ledger is not None and not self._cursor_ledger_full():
-            try:
-                await self._cursor_ledger.add_entry(data)
-                self._cursor_ledger_entries += 1
-                return
-            except BKError as e:
-                log.warning("%s: cursor ledger %d write failed (%s); falling back to the metadata store",
-                            self.path, self._cursor_ledger.ledger_id, e)
-                self._cursor_ledger = None
-        else:
-            try:
-                await self._switch_cursor_ledger(data, info)
-                return
-            except BKError as e:
-                log.warning("%s: cannot create a cursor ledger (%s); using the metadata store", self.path, e)
-        await self._write_node(-1, info)
+        cfg = self.ml.config
 
-    async def _switch_cursor_ledger(self, data: bytes, info: PositionInfo) -> None:
-        """New cursor ledger -> write the position -> CAS the node to it -> drop the old."""
-        ml = self.ml
-        cfg = ml.config
-        lh = await ml.bk.create_ledger(
-            cfg.metadata_ensemble_size,
-            cfg.metadata_write_quorum,
-            cfg.metadata_ack_quorum,
-            password=cfg.password,
-            custom_metadata={"application": b"pulsar", "component": b"managed-ledger-cursor", "pulsar/cursor": self.path.encode()},
-        )
-        try:
-            await lh.add_entry(data)
-            fallback = PositionInfo(
-                info.mark_delete,
-                self._deleted.to_flat(cfg.max_unacked_ranges_to_persist_in_metadata_store),
-                [],
-                info.properties,
-            )
-            old_ids = {self._node_ledger_id}
-            if self._cursor_ledger is not None:
-                old_ids.add(self._cursor_ledger.ledger_id)
-            await self._write_node(lh.ledger_id, fallback)
-        except BaseException:
-            with trio.CancelScope(shield=True):
-                await ml._delete_ledger_quietly(lh.ledger_id)
-            raise
-        old = self._cursor_ledger
-        self._cursor_ledger = lh
-        self._cursor_ledger_entries = 1
-        self._cursor_ledger_created = trio.current_time()
-        if old is not None:
-            try:
-                await old.close()
-            except BKError:
-                pass
-        for ledger_id in old_ids - {-1, lh.ledger_id}:
-            await ml._delete_ledger_quietly(ledger_id)
+        def node_fallback() -> PositionInfo:
+            return PositionInfo(info.mark_delete, self._deleted.to_flat(cfg.max_unacked_ranges_to_persist_in_metadata_store),
+                                [], info.properties)
 
-    async def _write_node(self, cursors_ledger_id: int, info: PositionInfo) -> None:
-        ml = self.ml
-        node = CursorInfo(cursors_ledger_id, info, _now_ms(), self.cursor_properties)
-        try:
-            stat = await ml.store.put(self.path, encode_cursor_info(node), self._node_version)
-        except BadVersionError as e:
-            ml._set_fenced(f"cursor {self.name} node version conflict")
-            raise ManagedLedgerFencedError(f"{self.path}: modified by another owner") from e
-        except NotFoundError as e:
-            raise CursorNotFoundError(self.path) from e
-        except MetadataError as e:
-            raise CursorPersistError(f"{self.path}: {e}") from e
-        self._node_version = stat.version
-        self._node_ledger_id = cursors_ledger_id
+        await self.store.write_position(info, node_fallback)
 
     async def set_cursor_properties(self, props: Mapping[str, str]) -> None:
-        self.cursor_properties = dict(props)
+        self.store.cursor_properties = dict(props)
         async with self._persist_lock:
-            await self._write_node(self._node_ledger_id, self._snapshot(self.ml.config.max_unacked_ranges_to_persist_in_metadata_store))
+            await self.store.write_node(self.store.node_ledger_id,
+                                        self._snapshot(self.ml.config.max_unacked_ranges_to_persist_in_metadata_store))
 
     # ------------------------------------------------------------------ stats
     def stats(self) -> dict[str, Any]:
@@ -663,11 +493,11 @@ class ManagedCursor:
             "waitingReadOp": False,
             "pendingReadOps": 0,
             "messagesConsumedCounter": self.messages_consumed_counter,
-            "cursorLedger": self._cursor_ledger.ledger_id if self._cursor_ledger is not None else self._node_ledger_id,
-            "cursorLedgerLastEntry": self._cursor_ledger_entries - 1,
+            "cursorLedger": self.store.ledger_id,
+            "cursorLedgerLastEntry": self.store.ledger_entries - 1,
             "individuallyDeletedMessages": self._deleted.to_pulsar_string(),
             "lastLedgerSwitchTimestamp": "",
-            "state": "Closed" if self.closed else ("Open" if self._cursor_ledger is not None or not self.durable else "NoLedger"),
+            "state": "Closed" if self.closed else ("Open" if self.store.ledger is not None or not self.durable else "NoLedger"),
             "active": not self.closed,
             "numberOfEntriesSinceFirstNotAckedMessage": ml.count_entries_between(self.mark_delete_position, self.read_position) + 1
             if self.read_position > self.mark_delete_position else 1,

@@ -15,13 +15,15 @@ from managed_ledger.config import MB, ManagedLedgerConfig
 from managed_ledger.entry_cache import EntryCacheManager
 from managed_ledger.errors import ManagedLedgerClosedError, MetadataUnavailableError
 from managed_ledger.ledger import ML_ROOT, ManagedLedger
+from managed_ledger.ledger_client import LedgerClient
 from metadata.errors import MetadataError, NotFoundError
+from metadata.store import MetadataStore
 
-log = logging.getLogger("quire.managed_ledger")
+log = logging.getLogger(__name__)
 
 
 class ManagedLedgerFactory:
-    def __init__(self, store: Any, bk: Any, config: ManagedLedgerConfig | None = None) -> None:
+    def __init__(self, store: MetadataStore, bk: LedgerClient, config: ManagedLedgerConfig | None = None) -> None:
         self.store = store
         self.bk = bk
         self.config = config or ManagedLedgerConfig()
@@ -65,7 +67,7 @@ class ManagedLedgerFactory:
                 with trio.CancelScope(shield=True):
                     await ml.close()
                 raise
-            ml._on_close = self._forget
+            ml.on_close = self._forget
             self._ledgers[name] = ml
             return ml
 
@@ -81,7 +83,7 @@ class ManagedLedgerFactory:
         ledger_ids = [li.ledger_id for li in ml.ledgers]
         await ml.close()
         for ledger_id in ledger_ids:
-            await ml._delete_ledger_quietly(ledger_id)
+            await ml.delete_ledger_quietly(ledger_id)
         try:
             await self.store.delete_recursive(ml.path)
         except MetadataError as e:

@@ -7,6 +7,10 @@ ManagedLedgerFencedError). Adds are pipelined: positions follow the order in whi
 ``add_entry`` calls began, many are in flight at once, and while a rollover creates the
 next ledger the later adds wait (their callers' tasks, bounded by ``max_pending_adds``)
 and are written to the new ledger in order.
+
+The call-order rule of this layer: ``add_entry`` takes its turn (or the fast-path slot)
+before its first checkpoint, and the ledger client takes the entry id before its own, so
+positions follow the order in which ``add_entry`` calls began.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import random
 import time
 from collections import deque
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import trio
 
 from bookie.client.errors import BKError, BKLedgerFencedError, BKNoSuchLedgerError
 from managed_ledger.config import ManagedLedgerConfig
+from managed_ledger.cursor import ManagedCursor
 from managed_ledger.entry_cache import EntryCache
 from managed_ledger.errors import (
     CursorNotFoundError,
@@ -33,16 +38,18 @@ from managed_ledger.errors import (
     ManagedLedgerWriteError,
     MetadataUnavailableError,
 )
-from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo, decode_ml_info, encode_ml_info
+from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo
+from managed_ledger.ledger_client import LedgerClient, LedgerHandleView, close_quietly
+from managed_ledger.ledger_list import LedgerList
+from managed_ledger.ledger_list_store import LedgerListStore
 from managed_ledger.position import Entry, Position
 from managed_ledger.retention import ledgers_to_delete
 from managed_ledger.rollover import current_ledger_is_full, jittered_max_rollover_ms
-from metadata.errors import BadVersionError, MetadataError, NotFoundError
+from managed_ledger.stats import internal_stats
+from metadata.errors import MetadataError
+from metadata.store import MetadataStore
 
-if TYPE_CHECKING:
-    from managed_ledger.cursor import ManagedCursor
-
-log = logging.getLogger("quire.managed_ledger")
+log = logging.getLogger(__name__)
 
 ML_ROOT = "/managed-ledgers"
 _new_tuple = tuple.__new__
@@ -77,7 +84,7 @@ class _LedgerWrites:
 class ManagedLedger:
     """Created and opened by :class:`managed_ledger.factory.ManagedLedgerFactory`."""
 
-    def __init__(self, name: str, config: ManagedLedgerConfig, store: Any, bk: Any, cache: EntryCache) -> None:
+    def __init__(self, name: str, config: ManagedLedgerConfig, store: MetadataStore, bk: LedgerClient, cache: EntryCache) -> None:
         self.name = name
         self.path = f"{ML_ROOT}/{name}"
         self.config = config
@@ -85,19 +92,17 @@ class ManagedLedger:
         self.bk = bk
         self.cache = cache
         self.state = State.OPENING
-        self._version = -1
-        self._ledgers: list[LedgerInfo] = []
-        self._by_id: dict[int, LedgerInfo] = {}
+        self._list_store = LedgerListStore(store, self.path, name)  # the list's node, CAS on every change
+        self._list = LedgerList()  # the ledgers and the position arithmetic over them
         self._terminated_position: Position | None = None
         self.properties: dict[str, str] = {}
-        self._current: Any = None  # writable LedgerHandle
-        self._current_info: LedgerInfo | None = None
+        self._current: LedgerHandleView | None = None  # writable
         self._current_created_ms = 0
         self._reserved_entries = 0  # current ledger: confirmed + in flight
         self._reserved_size = 0
         self._writes: dict[int, _LedgerWrites] = {}  # ledger id -> adds in flight on it
         self._current_writes: _LedgerWrites | None = None  # of the current ledger
-        self._read_handles: dict[int, Any] = {}
+        self._read_handles: dict[int, LedgerHandleView] = {}
         self.last_confirmed_entry = Position(-1, -1)
         self.entries_added_counter = 0
         self._max_rollover_ms = jittered_max_rollover_ms(config)
@@ -127,7 +132,7 @@ class ManagedLedger:
         self._nursery: trio.Nursery | None = None
         self._cancel_scope: trio.CancelScope | None = None
         self._closed_event = trio.Event()
-        self._on_close: Callable[["ManagedLedger"], None] | None = None
+        self.on_close: Callable[["ManagedLedger"], None] | None = None  # the factory forgets it
         self.ledgers_deleted_counter = 0
         self.last_ledger_created_ms = 0
 
@@ -157,13 +162,13 @@ class ManagedLedger:
             deadline = next_periodic
             if self.config.message_ttl_seconds > 0:
                 deadline = min(deadline, next_expiry)
-            if any(c._state_gen > c._persisted_gen for c in self.cursors.values()):
+            if any(c.is_dirty for c in self.cursors.values()):
                 if next_flush is None:
                     next_flush = now + self.config.cursor_position_flush_seconds
                 deadline = min(deadline, next_flush)
             else:
                 next_flush = None
-            if self._current is not None and self._current_info is not None and self._current_info.entries > 0:
+            if self._current is not None and self._list.current is not None and self._list.current.entries > 0:
                 age_left = (self._current_created_ms + self._max_rollover_ms - now_ms()) / 1000
                 deadline = min(deadline, now + max(age_left, 0.01))
             with trio.move_on_at(deadline):
@@ -184,7 +189,7 @@ class ManagedLedger:
                 if periodic or (next_flush is not None and now >= next_flush):
                     next_flush = None
                     for cursor in list(self.cursors.values()):
-                        await cursor._flush_if_dirty()
+                        await cursor.flush_if_dirty()
             except ManagedLedgerError as e:
                 if self.state in (State.FENCED, State.CLOSED):
                     return
@@ -204,15 +209,15 @@ class ManagedLedger:
         self._trim_requested = True
         self._wake.set()
 
-    def _rearm_background(self) -> None:
+    def rearm_background(self) -> None:
         """Recompute the background loop's timers (no trim, no flush now)."""
         self._wake.set()
 
     def _maybe_roll_idle_ledger(self) -> None:
         if (
             self.state == State.LEDGER_OPENED
-            and self._current_info is not None
-            and self._current_info.entries > 0
+            and self._list.current is not None
+            and self._list.current.entries > 0
             and self._is_current_full()
             and self._turn == self._tickets  # no add waiting: adds roll on their own
         ):
@@ -222,23 +227,7 @@ class ManagedLedger:
     async def initialize(self, create_if_missing: bool = True) -> None:
         """Open = read the list, recover (fence) the last ledger, drop empty ledgers,
         create a new ledger, CAS the list; then recover the cursors."""
-        try:
-            try:
-                data, stat = await self.store.get(self.path)
-                info = decode_ml_info(data)
-                self._version = stat.version
-            except NotFoundError:
-                if not create_if_missing:
-                    from managed_ledger.errors import ManagedLedgerNotFoundError
-
-                    raise ManagedLedgerNotFoundError(self.name) from None
-                info = ManagedLedgerInfo()
-                stat = await self.store.put(self.path, encode_ml_info(info), -1, make_parents=True)
-                self._version = stat.version
-        except BadVersionError as e:
-            raise ManagedLedgerFencedError(f"{self.name}: concurrent open") from e
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.name}: {e}") from e
+        info = await self._list_store.load(create_if_missing)
         self.properties = dict(info.properties)
         ledgers = list(info.ledgers)
         if ledgers:
@@ -262,7 +251,7 @@ class ManagedLedger:
         if info.terminated_position is not None:
             self._terminated_position = Position(*info.terminated_position)
             self.state = State.TERMINATED
-            await self._write_ledger_list(self._ledgers)
+            await self._write_ledger_list(self._list.ledgers)
         else:
             try:
                 lh = await self._create_data_ledger()
@@ -270,21 +259,19 @@ class ManagedLedger:
                 raise ManagedLedgerError(f"{self.name}: cannot create a ledger: {e}") from e
             new_info = LedgerInfo(lh.ledger_id)
             try:
-                await self._write_ledger_list(self._ledgers + [new_info])
+                await self._write_ledger_list(self._list.ledgers + [new_info])
             except ManagedLedgerError:
-                await self._delete_ledger_quietly(lh.ledger_id)
+                await self.delete_ledger_quietly(lh.ledger_id)
                 raise
             self._install_current(lh, new_info)
             if not ledgers:
                 self.last_confirmed_entry = Position(lh.ledger_id, -1)
             self.state = State.LEDGER_OPENED
         for ledger_id in empty:
-            await self._delete_ledger_quietly(ledger_id)
+            await self.delete_ledger_quietly(ledger_id)
         await self._recover_cursors()
 
     async def _recover_cursors(self) -> None:
-        from managed_ledger.cursor import ManagedCursor
-
         try:
             names = await self.store.children(self.path)
         except MetadataError as e:
@@ -295,21 +282,18 @@ class ManagedLedger:
             self.cursors[cursor_name] = cursor
 
     def _set_ledgers(self, ledgers: list[LedgerInfo]) -> None:
-        self._ledgers = ledgers
-        self._by_id = {li.ledger_id: li for li in ledgers}
+        self._list.set(ledgers)
 
-    def _install_current(self, lh: Any, info: LedgerInfo) -> None:
-        self._ledgers.append(info)
-        self._by_id[info.ledger_id] = info
+    def _install_current(self, lh: LedgerHandleView, info: LedgerInfo) -> None:
+        self._list.append_current(info)
         self._current = lh
-        self._current_info = info
         self._current_created_ms = now_ms()
         self.last_ledger_created_ms = self._current_created_ms
         self._reserved_entries = 0
         self._reserved_size = 0
         self._current_writes = self._writes[lh.ledger_id] = _LedgerWrites(info)
 
-    async def _create_data_ledger(self) -> Any:
+    async def _create_data_ledger(self) -> LedgerHandleView:
         c = self.config
         return await self.bk.create_ledger(
             c.ensemble_size,
@@ -327,15 +311,12 @@ class ManagedLedger:
             properties=self.properties,
         )
         try:
-            stat = await self.store.put(self.path, encode_ml_info(info), self._version)
-        except (BadVersionError, NotFoundError) as e:
-            self._set_fenced("z-node version mismatch")
-            raise ManagedLedgerFencedError(f"{self.name}: ledger list version conflict, another owner took over") from e
-        except MetadataError as e:
-            raise MetadataUnavailableError(f"{self.name}: {e}") from e
-        self._version = stat.version
+            await self._list_store.write(info)
+        except ManagedLedgerFencedError:
+            self.set_fenced("z-node version mismatch")
+            raise
 
-    def _set_fenced(self, why: str) -> None:
+    def set_fenced(self, why: str) -> None:
         if self.state in (State.FENCED, State.CLOSED):
             return
         log.warning("%s: fenced (%s); the owner must close it", self.name, why)
@@ -405,6 +386,7 @@ class ManagedLedger:
         else:
             lh = await self._take_turn()
         writes = self._current_writes  # lh's: both are set together, no await since lh was read
+        assert writes is not None
         ledger_id = lh.ledger_id
         size = len(data)
         self._reserved_entries += 1
@@ -413,7 +395,7 @@ class ManagedLedger:
         try:
             entry_id = await lh.add_entry(data)
         except BKLedgerFencedError as e:
-            self._set_fenced(f"ledger fenced at the bookies: {e}")
+            self.set_fenced(f"ledger fenced at the bookies: {e}")
             raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
         except BKError as e:
             self._write_failed(lh, e)
@@ -444,7 +426,7 @@ class ManagedLedger:
             self._after_first_or_full(ledger_id, entry_id)
         return pos
 
-    async def _take_turn(self) -> Any:
+    async def _take_turn(self) -> LedgerHandleView:
         """Slow path of add_entry: wait for an add slot and our turn (behind a rollover
         or earlier adds); returns the ledger to write to, with the turn passed on."""
         self._check_writable()
@@ -510,10 +492,10 @@ class ManagedLedger:
     def _after_first_or_full(self, ledger_id: int, entry_id: int) -> None:
         """Rare per-add work: arm the max-age timer of a new ledger; roll a full one."""
         if entry_id == 0:
-            info = self._by_id.get(ledger_id)
+            info = self._list.by_id.get(ledger_id)
             if info is not None and not info.first_entry_ms:
                 info.first_entry_ms = now_ms()
-            self._rearm_background()  # arm the max-rollover-time timer of this ledger
+            self.rearm_background()  # arm the max-rollover-time timer of this ledger
         if (
             # size/count only here (time is the background loop's job)
             (self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes)
@@ -530,7 +512,7 @@ class ManagedLedger:
             self._new_entries.set()
             self._new_entries = trio.Event()
 
-    def _write_failed(self, lh: Any, error: BaseException) -> None:
+    def _write_failed(self, lh: LedgerHandleView, error: BaseException) -> None:
         """A non-fencing add failure: the ledger is unusable, roll to a new one."""
         if self._current is lh and self.state == State.LEDGER_OPENED:
             log.warning("%s: write to ledger %d failed (%s); rolling over", self.name, lh.ledger_id, error)
@@ -554,7 +536,7 @@ class ManagedLedger:
                 writes.drained = trio.Event()
             await writes.drained.wait()
 
-    async def _rollover(self, old: Any) -> None:
+    async def _rollover(self, old: LedgerHandleView | None) -> None:
         ready = self._ledger_ready
         try:
             # Creating the ledger overlaps with the old ledger's in-flight adds finishing.
@@ -572,16 +554,16 @@ class ManagedLedger:
             if old is not None:
                 await self._wait_drained(old.ledger_id)
             if self.state != State.CREATING_LEDGER:  # fenced or closed meanwhile
-                await self._delete_ledger_quietly(new_lh.ledger_id)
+                await self.delete_ledger_quietly(new_lh.ledger_id)
                 return
-            if old is not None and old.ledger_id in self._by_id:
-                self._by_id[old.ledger_id].timestamp_ms = now_ms()
+            if old is not None and old.ledger_id in self._list.by_id:
+                self._list.by_id[old.ledger_id].timestamp_ms = now_ms()
             new_info = LedgerInfo(new_lh.ledger_id)
             try:
                 async with self._metadata_lock:
-                    await self._write_ledger_list(self._ledgers + [new_info])
+                    await self._write_ledger_list(self._list.ledgers + [new_info])
             except ManagedLedgerError as e:
-                await self._delete_ledger_quietly(new_lh.ledger_id)
+                await self.delete_ledger_quietly(new_lh.ledger_id)
                 self._rollover_error = e
                 if self.state == State.CREATING_LEDGER:
                     self.state = State.CLOSED_LEDGER
@@ -597,14 +579,14 @@ class ManagedLedger:
         finally:
             ready.set()
 
-    async def _close_old_ledger(self, old: Any) -> None:
+    async def _close_old_ledger(self, old: LedgerHandleView) -> None:
         try:
             await old.close()
         except BKError as e:
             log.info("%s: closing ledger %d: %s", self.name, old.ledger_id, e)
         self._writes.pop(old.ledger_id, None)
 
-    async def _delete_ledger_quietly(self, ledger_id: int) -> bool:
+    async def delete_ledger_quietly(self, ledger_id: int) -> bool:
         for attempt in range(max(self.config.delete_retries, 1)):
             try:
                 await self.bk.delete_ledger(ledger_id)
@@ -619,7 +601,7 @@ class ManagedLedger:
     async def rollover(self) -> None:
         """Force a rollover now (admin / tests); returns when the new ledger is in use."""
         self._check_writable()
-        if self.state == State.LEDGER_OPENED and self._current_info and self._current_info.entries > 0:
+        if self.state == State.LEDGER_OPENED and self._list.current and self._list.current.entries > 0:
             self._start_rollover()
         if self.state == State.CREATING_LEDGER:
             await self._ledger_ready.wait()
@@ -627,19 +609,19 @@ class ManagedLedger:
     # ------------------------------------------------------------------ geometry
     @property
     def ledgers(self) -> list[LedgerInfo]:
-        return list(self._ledgers)
+        return list(self._list.ledgers)
 
     @property
     def current_ledger_id(self) -> int:
-        return self._current_info.ledger_id if self._current_info else (self._ledgers[-1].ledger_id if self._ledgers else -1)
+        return self._list.current_ledger_id
 
     @property
     def number_of_entries(self) -> int:
-        return sum(li.entries for li in self._ledgers)
+        return self._list.number_of_entries
 
     @property
     def total_size(self) -> int:
-        return sum(li.size for li in self._ledgers)
+        return self._list.total_size
 
     @property
     def is_terminated(self) -> bool:
@@ -649,81 +631,31 @@ class ManagedLedger:
     def is_fenced(self) -> bool:
         return self.state == State.FENCED
 
+    # Position arithmetic lives in ledger_list.LedgerList (pure); these delegate to it.
     def first_position(self) -> Position:
         """The position just before the first stored entry (an 'earliest' mark-delete)."""
-        for li in self._ledgers:
-            if li.entries > 0 or li is self._current_info:
-                return Position(li.ledger_id, -1)
-        return Position(self.current_ledger_id, -1)
+        return self._list.first_position()
 
     def next_valid_position(self, pos: Position) -> Position:
-        """The first position after `pos` that may hold an entry (skipping ledger ends,
-        trimmed and empty ledgers); beyond the last entry it is the next one to be written."""
-        ledger_id, entry_id = pos.ledger_id, pos.entry_id + 1
-        return self.normalize(Position(ledger_id, entry_id))
+        return self._list.next_valid_position(pos)
 
     def normalize(self, pos: Position) -> Position:
-        """Move a read position past ledger ends and missing ledgers."""
-        li = self._by_id.get(pos.ledger_id)
-        if li is not None and (li is self._current_info or pos.entry_id < li.entries):
-            return pos
-        for nxt in self._ledgers:
-            if nxt.ledger_id > pos.ledger_id and (nxt.entries > 0 or nxt is self._current_info):
-                return Position(nxt.ledger_id, 0)
-        return pos
+        return self._list.normalize(pos)
 
     def previous_position(self, pos: Position) -> Position:
-        """The last entry before `pos` (or (first ledger, -1))."""
-        if pos.entry_id > 0 and pos.ledger_id in self._by_id:
-            return Position(pos.ledger_id, pos.entry_id - 1)
-        prev = None
-        for li in self._ledgers:
-            if li.ledger_id >= pos.ledger_id:
-                break
-            if li.entries > 0:
-                prev = li
-        if prev is not None:
-            return Position(prev.ledger_id, prev.entries - 1)
-        if pos.ledger_id in self._by_id:
-            return Position(pos.ledger_id, pos.entry_id - 1)
-        return self.first_position()
+        return self._list.previous_position(pos)
 
     def count_entries_between(self, after: Position, upto: Position) -> int:
-        """Entries in (after, upto]."""
-        total = 0
-        for li in self._ledgers:
-            if li.ledger_id < after.ledger_id:
-                continue
-            if li.ledger_id > upto.ledger_id:
-                break
-            lo = after.entry_id + 1 if li.ledger_id == after.ledger_id else 0
-            hi = li.entries - 1
-            if li.ledger_id == upto.ledger_id:
-                hi = min(hi, upto.entry_id)
-            if hi >= lo:
-                total += hi - lo + 1
-        return total
+        return self._list.count_entries_between(after, upto)
 
     def position_at_offset(self, after: Position, offset: int) -> Position | None:
-        """The `offset`-th entry (0-based) after `after`, or None past the end."""
-        for li in self._ledgers:
-            if li.ledger_id < after.ledger_id:
-                continue
-            lo = after.entry_id + 1 if li.ledger_id == after.ledger_id else 0
-            n = li.entries - lo
-            if n <= 0:
-                continue
-            if offset < n:
-                return Position(li.ledger_id, lo + offset)
-            offset -= n
-        return None
+        return self._list.position_at_offset(after, offset)
 
     def has_position(self, pos: Position) -> bool:
-        li = self._by_id.get(pos.ledger_id)
-        return li is not None and 0 <= pos.entry_id < li.entries
+        return self._list.has_position(pos)
 
     # ------------------------------------------------------------------ reads
-    async def _read_handle(self, ledger_id: int) -> Any:
+    async def _read_handle(self, ledger_id: int) -> LedgerHandleView:
         if self._current is not None and self._current.ledger_id == ledger_id:
             return self._current
         lh = self._read_handles.get(ledger_id)
@@ -743,7 +675,7 @@ class ManagedLedger:
         try:
             lh = await self._read_handle(ledger_id)
             step = max(self.config.read_batch_size, 1)
-            info = self._by_id.get(ledger_id)
+            info = self._list.by_id.get(ledger_id)
             confirmed = info.entries if info is not None else 0
             while start <= last:
                 end = min(last, start + step - 1)
@@ -778,8 +710,6 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ cursors
     async def open_cursor(self, name: str, initial_position: str = "latest") -> "ManagedCursor":
-        from managed_ledger.cursor import ManagedCursor
-
         if self.state in (State.CLOSED, State.FENCED):
             raise (ManagedLedgerFencedError if self.state == State.FENCED else ManagedLedgerClosedError)(self.name)
         if initial_position not in ("earliest", "latest"):
@@ -803,11 +733,9 @@ class ManagedLedger:
         """A reader's cursor: never persisted, ignored by trimming, moved forward by it.
 
         `start` None means the latest position; Position(-1, -1) the earliest."""
-        from managed_ledger.cursor import ManagedCursor
-
         if start is None:
             md = self.last_confirmed_entry
-        elif start.ledger_id < 0 or (self._ledgers and start < Position(self._ledgers[0].ledger_id, 0)):
+        elif start.ledger_id < 0 or (self._list.ledgers and start < Position(self._list.ledgers[0].ledger_id, 0)):
             md = self.first_position()
         elif inclusive:
             md = self.previous_position(start)
@@ -816,7 +744,7 @@ class ManagedLedger:
         cursor = ManagedCursor(self, name or f"reader-{id(self):x}-{len(self._non_durable)}", durable=False)
         if md > self.last_confirmed_entry:
             md = self.last_confirmed_entry
-        cursor._init_position(md)
+        cursor.init_position(md)
         self._non_durable.add(cursor)
         return cursor
 
@@ -824,20 +752,44 @@ class ManagedLedger:
         cursor = self.cursors.pop(name, None)
         if cursor is None:
             raise CursorNotFoundError(f"{self.name}/{name}")
-        await cursor._delete_persistent_state()
+        await cursor.delete_persistent_state()
         self._schedule_trim()
 
     def _all_cursors(self) -> list["ManagedCursor"]:
         return list(self.cursors.values()) + list(self._non_durable)
 
-    def _cursor_moved(self, cursor: "ManagedCursor", old_md: Position) -> None:
+    # Package-level calls the cursors make (not part of the broker's API).
+
+    @property
+    def non_durable_cursors(self) -> set["ManagedCursor"]:
+        return self._non_durable
+
+    def forget_non_durable(self, cursor: "ManagedCursor") -> None:
+        """A non-durable cursor closed."""
+        self._non_durable.discard(cursor)
+
+    def ledger_info(self, ledger_id: int) -> LedgerInfo | None:
+        return self._list.by_id.get(ledger_id)
+
+    # For internal stats.
+
+    @property
+    def current_ledger_info(self) -> LedgerInfo | None:
+        return self._list.current
+
+    @property
+    def pending_add_entries(self) -> int:
+        """Adds waiting for a turn plus adds in flight on any ledger."""
+        return self._tickets - self._turn + sum(w.inflight for w in self._writes.values())
+
+    def cursor_moved(self, cursor: "ManagedCursor", old_md: Position) -> None:
         """A mark-delete moved: trim if the slowest durable cursor changed ledger, and drop
         cache entries every active cursor has read."""
         if cursor.durable and old_md.ledger_id != cursor.mark_delete_position.ledger_id:
             self._schedule_trim()
-        self._invalidate_cache()
+        self.invalidate_cache()
 
-    def _invalidate_cache(self) -> None:
+    def invalidate_cache(self) -> None:
         cursors = [c for c in self._all_cursors() if not c.closed]
         if cursors:
             self.cache.invalidate_before(min(c.read_position for c in cursors))
@@ -855,7 +807,7 @@ class ManagedLedger:
             slowest = self._slowest_durable_mark_delete()
             current_id = self.current_ledger_id
             doomed = ledgers_to_delete(
-                self._ledgers,
+                self._list.ledgers,
                 current_ledger_id=current_id,
                 slowest_mark_delete=slowest.as_tuple() if slowest else None,
                 retention_time_ms=self.config.retention_time_ms,
@@ -873,19 +825,16 @@ class ManagedLedger:
                 horizon = Position(last.ledger_id, last.entries - 1)
                 for cursor in self._all_cursors():
                     if cursor.mark_delete_position < horizon:
-                        cursor._advance_for_trim(horizon)
-                remaining = [li for li in self._ledgers if li.ledger_id not in doomed_ids]
+                        cursor.advance_for_trim(horizon)
+                remaining = [li for li in self._list.ledgers if li.ledger_id not in doomed_ids]
                 await self._write_ledger_list(remaining)
                 self._set_ledgers(remaining)
             for li in doomed:
                 lh = self._read_handles.pop(li.ledger_id, None)
                 if lh is not None:
-                    try:
-                        await lh.close()
-                    except BKError:
-                        pass
+                    await close_quietly(lh, log, self.name)
                 self.cache.invalidate_ledger(li.ledger_id)
-                if await self._delete_ledger_quietly(li.ledger_id):
+                if await self.delete_ledger_quietly(li.ledger_id):
                     self.ledgers_deleted_counter += 1
             log.info("%s: trimmed ledgers %s", self.name, sorted(doomed_ids))
             return sorted(doomed_ids)
@@ -913,7 +862,7 @@ class ManagedLedger:
             await self._wait_drained(self._current.ledger_id)
         self._terminated_position = self.last_confirmed_entry
         async with self._metadata_lock:
-            await self._write_ledger_list(self._ledgers)
+            await self._write_ledger_list(self._list.ledgers)
         if self._current is not None:
             lh, self._current = self._current, None
             await self._close_old_ledger(lh)
@@ -936,26 +885,21 @@ class ManagedLedger:
         self._ledger_ready.set()
         for cursor in self._all_cursors():
             try:
-                await cursor._close(persist=not was_fenced)
+                await cursor.shutdown(persist=not was_fenced)
             except ManagedLedgerError as e:
                 log.warning("%s: closing cursor %s: %s", self.name, cursor.name, e)
         if self._current is not None and not was_fenced:
             await self._close_old_ledger(self._current)
         for lh in self._read_handles.values():
-            try:
-                await lh.close()
-            except BKError:
-                pass
+            await close_quietly(lh, log, self.name)
         self._read_handles.clear()
         self._current = None
         self.cache.clear()
         self._wake_readers()
         self._closed_event.set()
-        if self._on_close is not None:
-            self._on_close(self)
+        if self.on_close is not None:
+            self.on_close(self)
 
     # ------------------------------------------------------------------ stats
     def internal_stats(self) -> dict[str, Any]:
-        from managed_ledger.stats import internal_stats
-
         return internal_stats(self)

@@ -9,9 +9,9 @@ if TYPE_CHECKING:
 
 
 def internal_stats(ml: "ManagedLedger") -> dict[str, Any]:
-    current = ml._current_info
+    current = ml.current_ledger_info
     cursors = {c.name: c.stats() for c in ml.cursors.values()}
-    for c in ml._non_durable:
+    for c in ml.non_durable_cursors:
         cursors[c.name] = c.stats()
     return {
         "entriesAddedCounter": ml.entries_added_counter,
@@ -21,7 +21,7 @@ def internal_stats(ml: "ManagedLedger") -> dict[str, Any]:
         "currentLedgerSize": current.size if current else 0,
         "lastLedgerCreatedTimestamp": ml.last_ledger_created_ms,
         "waitingCursorsCount": 0,
-        "pendingAddEntriesCount": ml._tickets - ml._turn + sum(w.inflight for w in ml._writes.values()),
+        "pendingAddEntriesCount": ml.pending_add_entries,
         "lastConfirmedEntry": str(ml.last_confirmed_entry),
         "state": ml.state.value,
         "ledgers": [

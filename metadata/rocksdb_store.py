@@ -81,9 +81,9 @@ class RocksDBNodeTable(NodeTable):
         return NodeRecord.from_bytes(data) if data is not None else None
 
     def _scan(self, prefix: bytes) -> list[bytes]:
-        keys = []
+        keys: list[bytes] = []
         for key in self._db.keys(from_key=prefix):
-            if not key.startswith(prefix):
+            if not isinstance(key, bytes) or not key.startswith(prefix):
                 break
             keys.append(key)
         return keys

@@ -194,9 +194,9 @@ class ZooKeeperStore(MetadataStore):
             deliver(self._token, self._set_connected)
             with self._lock:
                 dropped, self._dropped = self._dropped, []
-            for path, kind, callback in dropped:
+            for path, kind, watcher in dropped:
                 event_type = EventType.CHILDREN if kind == "children" else EventType.CHANGED
-                deliver(self._token, callback, WatchEvent(event_type, path))
+                deliver(self._token, watcher, WatchEvent(event_type, path))
 
     def _drain_wakeups(self) -> None:
         """Re-count kazoo's wake-up socketpair on every connection state change.

@@ -12,6 +12,8 @@ import importlib.util
 
 import click
 
+from quire.cli_errors import run
+
 # name -> "module:attribute" of a click.Command; each package owns its own module.
 COMMANDS: dict[str, tuple[str, str]] = {
     "metadata": ("metadata.cli:metadata", "inspect and edit the metadata store"),
@@ -19,11 +21,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bookie-shell": ("bookie.cli:bookie_shell", "inspect a bookie's journal, entry logs and index"),
     "broker": ("broker.cli:broker", "run a broker"),
     "standalone": ("broker.cli:standalone", "run metadata store + bookie + broker in one process"),
-    "produce": ("clients.cli:produce", "produce messages to a topic"),
-    "consume": ("clients.cli:consume", "consume messages from a subscription"),
-    "read": ("clients.cli:read", "read a topic with a reader"),
-    "perf": ("clients.cli:perf", "throughput and latency load generator"),
-    "admin": ("clients.cli:admin", "admin REST client"),
+    "produce": ("quire.client_cli:produce", "produce messages to a topic"),
+    "consume": ("quire.client_cli:consume", "consume messages from a subscription"),
+    "read": ("quire.client_cli:read", "read a topic with a reader"),
+    "perf": ("quire.client_cli:perf", "throughput and latency load generator"),
+    "admin": ("quire.client_cli:admin", "admin REST client"),
 }
 
 
@@ -59,13 +61,14 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="quire")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="show the full traceback of an error (also QUIRE_DEBUG=1; accepted anywhere)")
+def cli(debug: bool) -> None:
     """quire: a Pulsar-style message queue (brokers, managed ledgers, bookies)."""
 
 
 def main() -> None:
-    """Console-script entry point (also `python -m quire`)."""
-    cli(prog_name="quire")
+    """Console-script entry point (also `python -m quire`): one-line errors (quire/cli_errors.py)."""
+    run(cli, prog_name="quire")
 
 
 if __name__ == "__main__":

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import trio
 
 from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
-from bookie.client.local_bookie import LocalBookieConnection, local_bookie
+from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from bookie.protocol import (
     FrameDecoder,
     ProtocolError,
@@ -215,17 +215,18 @@ class BookieConnection:
                 elif p[2] > recent:
                     break
             for rid in expired:
-                p = self._pending.pop(rid, None)
-                if p is not None:
-                    self._complete(p[0], CLIENT_TIMEOUT, None)
+                if rid in self._pending:  # a completion callback may have dropped it meanwhile
+                    self._complete(self._pending.pop(rid)[0], CLIENT_TIMEOUT, None)
 
 
 class BookieConnectionPool:
     """Connections by bookie id, created on first use; owned by the BookKeeper client."""
 
     def __init__(self, nursery: trio.Nursery, config: ClientConfig,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None,
+                 local_bookies: Mapping[str, RequestHandler] | None = None) -> None:
         self._nursery = nursery
+        self._local = dict(local_bookies or {})  # bookie id -> in-process request processor
         self._config = config
         self._on_failure = on_failure
         self._conns: dict[str, BookieConnection | LocalBookieConnection] = {}
@@ -236,7 +237,7 @@ class BookieConnectionPool:
             raise BKClientClosedError("the BookKeeper client is closed")
         conn = self._conns.get(bookie_id)
         if conn is None:
-            local = local_bookie(bookie_id)
+            local = self._local.get(bookie_id)
             if local is not None:  # standalone: the co-located bookie, reached without a socket
                 conn = LocalBookieConnection(bookie_id, local, self._nursery, self._config)
             else:

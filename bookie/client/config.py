@@ -7,11 +7,11 @@ with BookKeeper's defaults unless noted. Loadable from a TOML table.
 
 from __future__ import annotations
 
-import dataclasses
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from quire.config import build, read_toml
 
 
 @dataclass
@@ -46,17 +46,13 @@ class ClientConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "ClientConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown ledger client config keys: {sorted(unknown)}")
-        return cls(**values)
+        """Unknown keys and wrongly typed values are a ConfigError (quire.config)."""
+        return build(cls, values, what="ledger client")
 
     @classmethod
     def from_toml(cls, path: str | Path, table: str | None = None) -> "ClientConfig":
         """Load from a TOML file; ``table`` selects a sub-table (e.g. ``"bookkeeper_client"``)."""
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = read_toml(path)
         if table:
             data = data.get(table, {})
-        return cls.from_dict(data)
+        return build(cls, data, what="ledger client", source=str(path))

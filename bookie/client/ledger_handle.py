@@ -1,7 +1,9 @@
 """``LedgerHandle``: the writer (and reader) of one ledger.
 
 Write path (BookKeeper's ``LedgerHandle`` + ``PendingAddOp``): entry ids are assigned in call
-order; each entry is packed once (digest header with the current LAC piggybacked) and the same
+order. The call-order rule (the same in every layer): ``add_entry`` takes its id synchronously,
+before its first checkpoint (await), so concurrent callers get ids in the order their calls
+began. Each entry is packed once (digest header with the current LAC piggybacked) and the same
 bytes go to the WQ bookies of its write set; an entry completes once AQ bookies acked it *and*
 every earlier entry completed, which advances the LAC. At most ``throttle`` adds are in flight.
 Per entry the hot path allocates one small record and one frame per bookie: acks are a bit
@@ -45,7 +47,7 @@ from bookie.protocol import Flag, Status
 
 if TYPE_CHECKING:
     from bookie.client.bookie_connection import BookieConnection
-    from bookie.client.bookkeeper import BookKeeper
+    from bookie.client.client_context import ClientContext
     from bookie.client.local_bookie import LocalBookieConnection
 
 __all__ = ["LedgerHandle", "LedgerEntry"]
@@ -105,9 +107,9 @@ class _PendingAdd:
 class LedgerHandle:
     """Handle on one ledger. Writable if created by this client; read-only if opened."""
 
-    def __init__(self, bk: "BookKeeper", ledger_id: int, md: LedgerMetadata, version: int, *,
+    def __init__(self, ctx: "ClientContext", ledger_id: int, md: LedgerMetadata, version: int, *,
                  master_key: bytes, writable: bool, recovery: bool = False) -> None:
-        self._bk = bk
+        self._ctx = ctx
         self.ledger_id = ledger_id
         self._md = md
         self._version = version
@@ -124,14 +126,14 @@ class LedgerHandle:
         self._ensemble = list(md.last_ensemble)
         self._write_sets = [write_set(i, md.ensemble_size, md.write_quorum_size) for i in range(md.ensemble_size)]
         self._ack_quorum = md.ack_quorum_size
-        self._timeout_s = bk.config.add_entry_timeout_s
+        self._timeout_s = ctx.config.add_entry_timeout_s
         self._conns: dict[str, "BookieConnection | LocalBookieConnection"] = {}  # the pool's connections, looked up once
         self._pending: collections.deque[_PendingAdd] = collections.deque()
         # Window of adds in flight: a counter; callers park only when it is full. A freed slot
         # is handed to the oldest parked caller, one at a time (trio may resume several woken
         # tasks in any order): the next is woken once the previous took its entry id, and
         # newcomers queue behind a hand-off in progress. Ids stay in call order.
-        self._throttle = max(1, bk.config.throttle)
+        self._throttle = max(1, ctx.config.throttle)
         self._in_flight = 0
         self._window_lot = trio.lowlevel.ParkingLot()
         self._handoff = False
@@ -255,7 +257,7 @@ class LedgerHandle:
     def _send_add(self, op: _PendingAdd, idx: int, bookie: str) -> None:
         conn = self._conns.get(bookie)
         if conn is None:
-            conn = self._conns[bookie] = self._bk.connection(bookie)
+            conn = self._conns[bookie] = self._ctx.connection(bookie)
         # partial, not a lambda: the reply calls straight into _on_add_reply (no extra frame)
         conn.send_add(self.ledger_id, op.entry_id, self._add_flags, self._master_key, op.data,
                       partial(self._on_add_reply, op, idx, bookie), self._timeout_s)
@@ -275,7 +277,7 @@ class LedgerHandle:
         elif status == _UNAUTHORIZED:
             self._fail(BKUnauthorizedAccessError(f"bookie {bookie} refused the master key of ledger {self.ledger_id}"))
         else:
-            self._bk.note_bookie_failure(bookie)
+            self._ctx.note_bookie_failure(bookie)
             if self._ensemble[idx] == bookie and self._error is None:
                 self._failed_bookies[idx] = bookie
                 self._start_ensemble_change()
@@ -313,12 +315,12 @@ class LedgerHandle:
     # -- ensemble change ---------------------------------------------------------------------
 
     def _start_ensemble_change(self) -> None:
-        if self._bk.closed:
+        if self._ctx.closed:
             self._fail(BKClientClosedError(f"ledger {self.ledger_id}: the BookKeeper client was closed"))
             return
         if not self._changing_ensemble:
             self._changing_ensemble = True
-            self._bk.spawn(self._ensemble_change_loop)
+            self._ctx.spawn(self._ensemble_change_loop)
 
     async def _ensemble_change_loop(self) -> None:
         try:
@@ -339,12 +341,12 @@ class LedgerHandle:
 
     async def _change_ensemble(self, failed: dict[int, str]) -> None:
         new_ensemble = list(self._ensemble)
-        writable = await self._bk.writable_bookies()
+        writable = await self._ctx.writable_bookies()
         self._ever_failed.update(failed.values())
         exclude = set(self._ever_failed)
-        quarantined = self._bk.quarantined()
+        quarantined = self._ctx.quarantined()
         for idx in failed:
-            pick = self._bk.placement.replace_bookie(new_ensemble, idx, writable, exclude, quarantined)
+            pick = self._ctx.placement.replace_bookie(new_ensemble, idx, writable, exclude, quarantined)
             if pick in new_ensemble or pick in exclude:
                 raise BKNotEnoughBookiesError(f"placement offered {pick} to replace {failed[idx]} in {new_ensemble}")
             new_ensemble[idx] = pick
@@ -369,7 +371,7 @@ class LedgerHandle:
                 raise BKMetadataVersionError(f"ledger {self.ledger_id}: ensembles changed by another client")
             return md.with_ensemble(first, tuple(new_ensemble))
 
-        self._md, self._version = await self._bk.ledger_manager.update(self.ledger_id, (self._md, self._version), transform)
+        self._md, self._version = await self._ctx.ledger_manager.update(self.ledger_id, (self._md, self._version), transform)
         self._ensemble = new_ensemble
 
     def _resend_to_replacements(self) -> None:
@@ -426,7 +428,7 @@ class LedgerHandle:
                 raise BKMetadataVersionError(f"ledger {self.ledger_id} is being recovered by another client")
             return md.closed(last_entry_id, length)
 
-        self._md, self._version = await self._bk.ledger_manager.update(self.ledger_id, (self._md, self._version), transform)
+        self._md, self._version = await self._ctx.ledger_manager.update(self.ledger_id, (self._md, self._version), transform)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -442,11 +444,11 @@ class LedgerHandle:
     async def read_unconfirmed(self, first: int, last: int) -> list[LedgerEntry]:
         """Like read() but without the LAC bound (the entries may not be committed)."""
         out: list[LedgerEntry] = []
-        step = max(1, self._bk.config.max_entries_per_read_batch)
+        step = max(1, self._ctx.config.max_entries_per_read_batch)
         lo = first
         while lo <= last:
             hi = min(last, lo + step - 1)
-            raw = await read_entries(self._bk, self.ledger_id, self._md, lo, hi, self._master_key)
+            raw = await read_entries(self._ctx, self.ledger_id, self._md, lo, hi, self._master_key)
             hs = entry_format.HEADER_SIZE
             out.extend(LedgerEntry(self.ledger_id, e, bytes(memoryview(d)[hs:])) for e, d in enumerate(raw, lo))
             lo = hi + 1
@@ -457,20 +459,20 @@ class LedgerHandle:
         if self._writable or self.is_closed:
             return self._lac
         try:
-            res = await read_lac(self._bk, self.ledger_id, self._md, fence=False, master_key=self._master_key)
+            res = await read_lac(self._ctx, self.ledger_id, self._md, fence=False, master_key=self._master_key)
         except BKError:
             # e.g. the last ensemble we know was replaced by the writer: look again
             await self._refresh_metadata()
             if self.is_closed:
                 return self._lac
-            res = await read_lac(self._bk, self.ledger_id, self._md, fence=False, master_key=self._master_key)
+            res = await read_lac(self._ctx, self.ledger_id, self._md, fence=False, master_key=self._master_key)
         self._lac = max(self._lac, res.lac)
         return self._lac
 
     async def _refresh_metadata(self) -> None:
         """Readers: pick up the writer's ensemble changes and its close (BookKeeper's readers
         watch the node; a tailing reader re-reads it whenever a poll brings nothing new)."""
-        md, version = await self._bk.ledger_manager.read(self.ledger_id)
+        md, version = await self._ctx.ledger_manager.read(self.ledger_id)
         self._md, self._version = md, version
         if md.is_closed:
             self._lac, self._length = md.last_entry_id, md.length
@@ -484,7 +486,7 @@ class LedgerHandle:
                 while self._lac <= previous_lac and self._error is None:
                     await self._lac_advanced.wait()
             return self._lac
-        lac = await long_poll_lac(self._bk, self.ledger_id, self._md, previous_lac, timeout_s)
+        lac = await long_poll_lac(self._ctx, self.ledger_id, self._md, previous_lac, timeout_s)
         self._lac = max(self._lac, lac)
         if self._lac <= previous_lac:
             await self._refresh_metadata()  # closed meanwhile, or now written elsewhere

@@ -2,13 +2,14 @@
 
 Over a loopback socket, every entry the broker writes to its co-located bookie costs two
 socket writes, two reads, a frame encode and decode each way and four task wake-ups (the
-reader and writer of both ends). A bookie registered here with :func:`register_local_bookie`
-is reached through :class:`LocalBookieConnection` instead: requests go straight to the
+reader and writer of both ends). A bookie handed to the ledger client explicitly
+(``BookKeeper(..., local_bookies={bookie_id: processor})``) is reached through
+:class:`LocalBookieConnection` instead: requests go straight to the
 bookie's request processor (the very code its socket server calls, with the same fast/slow
 split and ordering) and replies come back through the same callback interface as
 :class:`~bookie.client.bookie_connection.BookieConnection`. Durability is unchanged: an add
 is answered by the processor's journal callback, i.e. only once its group was written and
-fdatasynced. Nothing registers a bookie in cluster mode, which keeps the socket path.
+fdatasynced. Cluster mode hands over no bookie, which keeps the socket path.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.protocol import Op, Request, Response, decode_response
 
-__all__ = ["LocalBookieConnection", "RequestHandler", "local_bookie", "register_local_bookie", "unregister_local_bookie"]
+__all__ = ["LocalBookieConnection", "RequestHandler"]
 
 log = logging.getLogger(__name__)
 
@@ -43,24 +44,6 @@ class RequestHandler(Protocol):
     def handle_fast(self, req: Request, conn: ReplySink) -> bool: ...
 
     async def handle_slow(self, req: Request, conn: ReplySink, nursery: trio.Nursery) -> None: ...
-
-
-_registry: dict[str, RequestHandler] = {}
-
-
-def register_local_bookie(bookie_id: str, processor: RequestHandler) -> None:
-    """Route this process's ledger-client connections to ``bookie_id`` in-process."""
-    _registry[bookie_id] = processor
-
-
-def unregister_local_bookie(bookie_id: str, processor: RequestHandler) -> None:
-    """Stop routing new connections in-process (the bookie is closing)."""
-    if _registry.get(bookie_id) is processor:
-        del _registry[bookie_id]
-
-
-def local_bookie(bookie_id: str) -> RequestHandler | None:
-    return _registry.get(bookie_id)
 
 
 class _Replies:

@@ -15,6 +15,7 @@ digest) is read entry by entry with failover and speculation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ from bookie.errors import FormatError
 from bookie.protocol import Flag, Op, Request, Response, Status
 
 if TYPE_CHECKING:
-    from bookie.client.bookkeeper import BookKeeper
+    from bookie.client.client_context import ClientContext
 
 __all__ = ["verified_entry", "PendingReadOp", "read_entries", "read_lac", "LacReadResult", "long_poll_lac"]
 
@@ -68,7 +69,7 @@ class _EntryRead:
 class PendingReadOp:
     """Reads entries ``first..last`` (full entry bytes, verified) from their write sets."""
 
-    def __init__(self, client: "BookKeeper", ledger_id: int, md: LedgerMetadata, first: int, last: int,
+    def __init__(self, client: "ClientContext", ledger_id: int, md: LedgerMetadata, first: int, last: int,
                  master_key: bytes = b"") -> None:
         self._client = client
         self._ledger_id = ledger_id
@@ -154,7 +155,7 @@ class PendingReadOp:
         return BKReadError(f"could not read {where} ({er.negatives} negative, {er.unknowns} failed)")
 
 
-async def read_entries(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, first: int, last: int,
+async def read_entries(client: "ClientContext", ledger_id: int, md: LedgerMetadata, first: int, last: int,
                        master_key: bytes = b"") -> list[bytes]:
     """Entries ``first..last`` (full entry bytes, verified): by range where E == WQ, else per entry."""
     if md.ensemble_size != md.write_quorum_size:
@@ -178,7 +179,7 @@ async def read_entries(client: "BookKeeper", ledger_id: int, md: LedgerMetadata,
     return out
 
 
-async def _range_read(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, first: int, last: int,
+async def _range_read(client: "ClientContext", ledger_id: int, md: LedgerMetadata, first: int, last: int,
                       master_key: bytes) -> list[bytes]:
     """The verified prefix of one RANGE_READ of ``first..last`` from one replica ([] if none)."""
     ensemble = md.ensemble_for(first)
@@ -223,7 +224,7 @@ class LacReadResult:
     unauthorized: bool = False
 
 
-async def read_lac(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, *, fence: bool,
+async def read_lac(client: "ClientContext", ledger_id: int, md: LedgerMetadata, *, fence: bool,
                    master_key: bytes) -> LacReadResult:
     """READ entry -1 on every bookie of the last ensemble (with FENCE when recovering).
 
@@ -265,7 +266,7 @@ async def read_lac(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, *, 
     flags = int(Flag.FENCE) if fence else 0
     for i, bookie in enumerate(ensemble):
         req = Request(Op.READ, 0, ledger_id, -1, flags, master_key)
-        client.send(bookie, req, lambda s, r, i=i: on_reply(i, s, r), client.config.read_timeout_s)
+        client.send(bookie, req, functools.partial(on_reply, i), client.config.read_timeout_s)
     await done.wait()
     result.covered = coverage.covered
     if fence and not result.covered:
@@ -279,7 +280,7 @@ async def read_lac(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, *, 
     return result
 
 
-async def long_poll_lac(client: "BookKeeper", ledger_id: int, md: LedgerMetadata, previous_lac: int,
+async def long_poll_lac(client: "ClientContext", ledger_id: int, md: LedgerMetadata, previous_lac: int,
                         timeout_s: float) -> int:
     """Wait (up to ``timeout_s``) until some bookie of the last ensemble reports LAC > previous_lac.
 

@@ -19,6 +19,7 @@ BookKeeper's ``LedgerRecoveryOp`` with the quorum-coverage rules of seed 000:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING
 
 import trio
@@ -32,7 +33,7 @@ from bookie.client.read_ops import PendingReadOp, read_lac, verified_entry
 from bookie.protocol import Flag, Op, Request, Response, Status
 
 if TYPE_CHECKING:
-    from bookie.client.bookkeeper import BookKeeper
+    from bookie.client.client_context import ClientContext
 
 __all__ = ["LedgerRecoveryOp"]
 
@@ -48,8 +49,8 @@ class _RecoveryRead:
 
 
 class LedgerRecoveryOp:
-    def __init__(self, bk: "BookKeeper", ledger_id: int, current: Versioned, master_key: bytes) -> None:
-        self._bk = bk
+    def __init__(self, ctx: "ClientContext", ledger_id: int, current: Versioned, master_key: bytes) -> None:
+        self._ctx = ctx
         self.ledger_id = ledger_id
         self._md, self._version = current
         self._master_key = master_key
@@ -60,15 +61,15 @@ class LedgerRecoveryOp:
     async def run(self) -> Versioned:
         if self._md.is_closed:
             return self._md, self._version
-        md, version = await self._bk.ledger_manager.update(self.ledger_id, (self._md, self._version), _mark_in_recovery)
+        md, version = await self._ctx.ledger_manager.update(self.ledger_id, (self._md, self._version), _mark_in_recovery)
         if md.is_closed:
             return md, version
-        fence = await read_lac(self._bk, self.ledger_id, md, fence=True, master_key=self._master_key)
+        fence = await read_lac(self._ctx, self.ledger_id, md, fence=True, master_key=self._master_key)
         self.fenced_lac = fence.lac
         start = max(fence.lac, md.last_ensemble_first_entry - 1)
         length = await self._length_at(md, start)
 
-        handle = LedgerHandle(self._bk, self.ledger_id, md, version, master_key=self._master_key,
+        handle = LedgerHandle(self._ctx, self.ledger_id, md, version, master_key=self._master_key,
                               writable=True, recovery=True)
         handle._set_recovered(start, length)
         await self._recover_entries(md, handle, start + 1)
@@ -88,14 +89,14 @@ class LedgerRecoveryOp:
             # the segments our re-writes went to, together with the end, in one CAS
             return dataclasses.replace(m, ensembles=final_ensembles).closed(last, length)
 
-        return await self._bk.ledger_manager.update(self.ledger_id, (md, version), close)
+        return await self._ctx.ledger_manager.update(self.ledger_id, (md, version), close)
 
     async def _length_at(self, md: LedgerMetadata, entry_id: int) -> int:
         """Cumulative length up to ``entry_id`` (committed, so readable), from its header."""
         if entry_id < 0:
             return 0
         try:
-            (data,) = await PendingReadOp(self._bk, self.ledger_id, md, entry_id, entry_id, self._master_key).run()
+            (data,) = await PendingReadOp(self._ctx, self.ledger_id, md, entry_id, entry_id, self._master_key).run()
         except BKError as exc:
             raise BKLedgerRecoveryError(f"ledger {self.ledger_id}: cannot read committed entry {entry_id}: {exc}") from exc
         hdr = verified_entry(data, self.ledger_id, entry_id)
@@ -105,10 +106,10 @@ class LedgerRecoveryOp:
     async def _recover_entries(self, md: LedgerMetadata, handle: LedgerHandle, first: int) -> None:
         ensemble = md.last_ensemble  # entries past the start live here (never in our new segments)
         e_size, wq, aq = md.ensemble_size, md.write_quorum_size, md.ack_quorum_size
-        window = max(1, self._bk.config.recovery_read_batch_size)
+        window = max(1, self._ctx.config.recovery_read_batch_size)
         reads: dict[int, _RecoveryRead] = {}
         flags = int(Flag.FENCE | Flag.HIGH_PRIORITY)
-        timeout = self._bk.config.read_timeout_s
+        timeout = self._ctx.config.read_timeout_s
 
         def on_reply(rr: _RecoveryRead, eid: int, bookie: str, status: int, resp: Response | None) -> None:
             if rr.decided.is_set():
@@ -121,7 +122,7 @@ class LedgerRecoveryOp:
                 else:
                     rr.data, rr.length = resp.body, hdr.length  # type: ignore[union-attr]
             if kind is ReplyKind.UNKNOWN:
-                self._bk.note_bookie_failure(bookie)
+                self._ctx.note_bookie_failure(bookie)
             if rr.tracker.add(kind) is not RecoveryOutcome.PENDING:
                 rr.decided.set()
 
@@ -130,7 +131,7 @@ class LedgerRecoveryOp:
             for idx in write_set(eid, e_size, wq):
                 bookie = ensemble[idx]
                 req = Request(Op.READ, 0, self.ledger_id, eid, flags, self._master_key)
-                self._bk.send(bookie, req, lambda s, r, rr=rr, eid=eid, b=bookie: on_reply(rr, eid, b, s, r), timeout)
+                self._ctx.send(bookie, req, functools.partial(on_reply, rr, eid, bookie), timeout)
 
         next_send = eid = first
         while True:

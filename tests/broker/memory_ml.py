@@ -7,7 +7,7 @@ read position and individually deleted positions, like ManagedCursor.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import trio
 
@@ -73,7 +73,7 @@ class MemoryCursor:
         self.deleted = {d for d in self.deleted if d > self._md}
         self._read = max(self._read, self._md + 1)
 
-    async def mark_delete(self, position: Position, properties: dict[str, int] | None = None) -> None:
+    async def mark_delete(self, position: Position, properties: Mapping[str, int] | None = None) -> None:
         await trio.lowlevel.checkpoint()
         if position.entry_id >= len(self.ml.entries):
             raise InvalidPositionError(str(position))
@@ -82,7 +82,7 @@ class MemoryCursor:
             self.properties = dict(properties)
         self._advance()
 
-    async def delete(self, positions: list[Position], ack_sets: dict[Position, list[int]] | None = None) -> None:
+    async def delete(self, positions: Iterable[Position], ack_sets: Mapping[Position, Sequence[int]] | None = None) -> None:
         await trio.lowlevel.checkpoint()
         for p in positions:
             if ack_sets and p in ack_sets and any(ack_sets[p]):

@@ -114,7 +114,7 @@ def admin(broker: Broker, *args: str) -> Any:
     same code as the subprocess, without paying an interpreter start per command."""
     from click.testing import CliRunner
 
-    from clients.admin_cli import admin as admin_group
+    from quire.admin_cli import admin as admin_group
 
     result = CliRunner().invoke(admin_group, ["--admin-url", broker.admin_url, *args])
     assert result.exit_code == 0, result.output

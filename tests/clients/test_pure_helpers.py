@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clients.cli import parse_message_id
+from quire.client_cli import parse_message_id
 from clients.connection_pool import parse_service_url
 from clients.errors import InvalidTopicName, InvalidUrl
 from clients.lookup import Backoff
 from clients.message_id import MessageId
-from clients.partitioned_producer import murmur3_32
-from clients.perf import percentiles
+from clients.protocol.murmur3 import murmur3_32
+from quire.perf import percentiles
 from clients.protocol import batch
 from clients.protocol import commands as c
 from clients.topic_name import (

@@ -176,7 +176,7 @@ async def test_too_many_ranges_truncated_logged_and_counted(meta, bookies, confi
         ml = await f.open(NAME)
         c = await ml.open_cursor("s", "earliest")
         ps = await fill(ml, 40)
-        with caplog.at_level(logging.WARNING, logger="quire.managed_ledger.cursor"):
+        with caplog.at_level(logging.WARNING, logger="managed_ledger"):
             await c.delete(ps[1:40:2])  # 20 holes
         assert len(c.individually_deleted_ranges) == 20
         assert c.ranges_dropped_count >= 1 and "persisting only the first 5" in caplog.text
@@ -299,9 +299,9 @@ async def test_throttled_mark_delete_is_flushed_later(meta, bookies, config) -> 
         ps = await fill(ml, 5)
         await c.mark_delete(ps[0])  # persisted (first in this second)
         await c.mark_delete(ps[3])  # throttled: only in memory for now
-        assert c._persisted_gen < c._state_gen
+        assert c.is_dirty
         with trio.fail_after(5):  # the background loop flushes the dirty position
-            while c._persisted_gen < c._state_gen:
+            while c.is_dirty:
                 await trio.sleep(0.02)
 
 
@@ -352,7 +352,7 @@ async def test_dirty_position_flushed_one_flush_period_after_it_became_dirty(met
         await c.mark_delete(ps[0])  # persisted
         await c.mark_delete(ps[3])  # throttled: dirty
         await trio.sleep(9)
-        assert c._persisted_gen < c._state_gen
+        assert c.is_dirty
         await trio.sleep(2)
-        assert c._persisted_gen == c._state_gen
+        assert not c.is_dirty
         assert decode_cursor_info(meta.nodes[c.path][0]).cursors_ledger_id > 0

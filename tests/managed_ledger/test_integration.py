@@ -149,7 +149,7 @@ async def test_ten_thousand_ack_holes_survive_restart(bookie, zk_url, ml_config,
             for _ in range(100):
                 n.start_soon(add, 201)
         ps.sort()
-        with caplog.at_level(logging.WARNING, logger="quire.managed_ledger.cursor"):
+        with caplog.at_level(logging.WARNING, logger="managed_ledger"):
             await c.delete(ps[1::2])
         assert len(ps) == 20100 and len(c.individually_deleted_ranges) == 10050
         # the overflow beyond max_unacked_ranges_to_persist is logged and counted

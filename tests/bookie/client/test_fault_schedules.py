@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import metadata
 from bookie.client import BKError, BKLedgerRecoveryError, BookKeeper
 from bookie.protocol import Status
-from tests.ledger_client.conftest import FakeCluster, fast_config
+from tests.bookie.client.conftest import FakeCluster, fast_config
 
 N_BOOKIES = 5
 

@@ -18,7 +18,7 @@ from bookie.client import (
 )
 from bookie.client.distribution import write_set
 from bookie.protocol import Op, Status
-from tests.ledger_client.conftest import fast_config
+from tests.bookie.client.conftest import fast_config
 
 
 async def test_create_add_read_close(bk, cluster, store):

@@ -10,8 +10,8 @@ from bookie.client.ledger_metadata import encode_metadata
 from bookie.client.recovery import LedgerRecoveryOp
 from bookie.protocol import Flag, Op, Status
 from metadata.ledger_ids import ledger_path
-from tests.ledger_client.conftest import fast_config
-from tests.ledger_client.fake_bookie import DROP
+from tests.bookie.client.conftest import fast_config
+from tests.bookie.client.fake_bookie import DROP
 
 
 async def _write(bk, n, e=3, wq=3, aq=2, password=b""):
@@ -207,7 +207,7 @@ async def test_recovery_op_reports_progress(bk, cluster):
     md, version = await bk.ledger_manager.read(lh.ledger_id)
     from bookie.client.ledger_metadata import master_key
 
-    op = LedgerRecoveryOp(bk, lh.ledger_id, (md, version), master_key(b""))
+    op = LedgerRecoveryOp(bk.ctx, lh.ledger_id, (md, version), master_key(b""))
     md, _ = await op.run()
     assert op.fenced_lac == 2 and op.recovered_entries == 1 and md.last_entry_id == 3
 

@@ -7,7 +7,7 @@ import trio
 
 import metadata
 from bookie.client import BKLedgerFencedError, BookKeeper, ClientConfig, LedgerState
-from tests.ledger_client.real_cluster import start_bookies
+from tests.bookie.client.real_cluster import start_bookies
 
 
 def _config() -> ClientConfig:

@@ -1,22 +1,26 @@
-"""CLI commands of the client package: ``quire produce|consume|read|perf|admin``.
+"""Client-side CLI tools: ``quire produce|consume|read|perf|admin``.
 
+They live here, not in ``clients/``, so the client package is only the library.
 ``produce``/``consume``/``read`` run the trio ``AsyncClient`` directly; ``perf`` lives in
-``clients/perf.py`` and ``admin`` (the REST client) in ``clients/admin_cli.py``.
+``quire/perf.py`` and ``admin`` (the REST client) in ``quire/admin_cli.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Awaitable, Callable
 
 import click
 import trio
 
-from . import errors
-from .admin_cli import admin
-from .async_client import AsyncClient
-from .message_id import MessageId
-from .options import ConsumerType, InitialPosition
-from .perf import perf
+from clients import errors
+from quire.admin_cli import admin
+from clients.async_client import AsyncClient
+from clients.message_id import MessageId
+from clients.options import ConsumerType, InitialPosition
+from quire.cli_errors import cause
+from quire.cli_types import SubscriptionType
+from quire.perf import perf
 
 __all__ = ["admin", "consume", "perf", "produce", "read"]
 
@@ -34,6 +38,19 @@ def _properties(pairs: tuple[str, ...]) -> dict[str, str] | None:
             raise click.BadParameter(f"property {pair!r} is not key=value")
         out[key] = value
     return out or None
+
+
+def _run_interruptible(main: Callable[[], Awaitable[int]]) -> bool:
+    """Run ``main``; True if Ctrl-C ended it, the normal way to stop ``consume -n 0`` and
+    ``read --follow`` (the caller prints its count and exits 0). Other errors propagate to the
+    one-line error report of quire/cli_errors.py."""
+    try:
+        trio.run(main)
+    except BaseException as e:  # noqa: BLE001 - only an interrupt is swallowed
+        if not isinstance(cause(e), KeyboardInterrupt):
+            raise
+        return True
+    return False
 
 
 def _show(data: bytes) -> str:
@@ -58,7 +75,7 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
     bodies = [m.encode() for m in messages] + [p.read_bytes() for p in files]
     if not bodies:
         raise click.UsageError("give at least one -m MESSAGE or -f FILE")
-    from .options import CompressionType
+    from clients.options import CompressionType
 
     codec = {"ZLIB": "ZLib"}.get(compression, compression)
 
@@ -83,10 +100,7 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
             await producer.close()
             return sent
 
-    try:
-        count = trio.run(main)
-    except errors.PulsarException as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    count = trio.run(main)
     click.echo(f"{count} messages successfully produced")
 
 
@@ -94,7 +108,7 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
 @click.argument("topic")
 @click.option("-s", "--subscription-name", required=True, help="subscription name")
 @click.option("-n", "--num-messages", default=1, show_default=True, help="messages to consume (0: forever)")
-@click.option("-t", "--subscription-type", type=click.Choice([t.name for t in ConsumerType]), default="Exclusive",
+@click.option("-t", "--subscription-type", type=SubscriptionType(), default="Exclusive",
               show_default=True)
 @click.option("--earliest", is_flag=True, help="a new subscription starts at the earliest message")
 @click.option("--timeout", "timeout_s", default=0.0, help="give up after this many seconds without a message (0: wait)")
@@ -104,13 +118,15 @@ def consume(topic: str, subscription_name: str, num_messages: int, subscription_
             timeout_s: float, hide_content: bool, service_url: str) -> None:
     """Consume messages from TOPIC through a subscription, acknowledging each."""
 
+    got = 0
+
     async def main() -> int:
+        nonlocal got
         async with AsyncClient(service_url) as client:
             consumer = await client.subscribe(
                 topic, subscription_name, consumer_type=ConsumerType[subscription_type],
                 initial_position=InitialPosition.Earliest if earliest else InitialPosition.Latest,
             )
-            got = 0
             while num_messages == 0 or got < num_messages:
                 try:
                     msg = await consumer.receive(int(timeout_s * 1000) if timeout_s > 0 else None)
@@ -123,11 +139,8 @@ def consume(topic: str, subscription_name: str, num_messages: int, subscription_
             await consumer.close()
             return got
 
-    try:
-        count = trio.run(main)
-    except errors.PulsarException as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    click.echo(f"{count} messages successfully consumed", err=True)
+    interrupted = _run_interruptible(main)
+    click.echo(f"{got} messages successfully consumed" + (" (interrupted)" if interrupted else ""), err=True)
 
 
 def parse_message_id(text: str) -> MessageId:
@@ -157,10 +170,12 @@ def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: boo
     """Read TOPIC with a reader (no subscription is kept)."""
     start_id = parse_message_id(start)
 
+    got = 0
+
     async def main() -> int:
+        nonlocal got
         async with AsyncClient(service_url) as client:
             reader = await client.create_reader(topic, start_id, start_message_id_inclusive=inclusive)
-            got = 0
             while num_messages == 0 or got < num_messages:
                 if not follow and not await reader.has_message_available():
                     break
@@ -170,9 +185,6 @@ def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: boo
             await reader.close()
             return got
 
-    try:
-        count = trio.run(main)
-    except errors.PulsarException as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    click.echo(f"{count} messages read", err=True)
+    interrupted = _run_interruptible(main)
+    click.echo(f"{got} messages read" + (" (interrupted)" if interrupted else ""), err=True)
 

@@ -24,9 +24,11 @@ from typing import Any
 import click
 import trio
 
-from . import errors
-from .async_client import AsyncClient
-from .options import CompressionType, ConsumerType, InitialPosition
+from clients import errors
+from clients.async_client import AsyncClient
+from clients.options import CompressionType, ConsumerType, InitialPosition
+from quire.cli_errors import cause
+from quire.cli_types import SubscriptionType
 
 MAX_SAMPLES = 1_000_000
 
@@ -326,8 +328,28 @@ def consume_official(url: str, opts: ConsumeOptions, stats: PerfStats) -> None:
         client.close()
 
 
+def _drive(run: Callable[[str, Any, PerfStats], None], service_url: str, opts: Any, stats: PerfStats) -> bool:
+    """Run the load; True if Ctrl-C stopped it (the normal way to end an open-ended run)."""
+    try:
+        run(service_url, opts, stats)
+    except BaseException as e:  # noqa: BLE001 - only an interrupt is swallowed, see below
+        if not isinstance(cause(e), KeyboardInterrupt):
+            raise
+        return True
+    return False
+
+
 def _finish(summary: dict[str, Any], json_out: Path | None) -> None:
     line = json.dumps(summary, sort_keys=True)
+    lat = summary.get("latency_ms", {})
+    verb = "sent" if summary.get("mode") == "produce" else "received"
+    # Human-readable first (stderr, like pulsar-perf's closing lines), then the JSON line (stdout).
+    click.echo(f"Aggregated throughput stats --- {summary.get('messages', 0)} records {verb} --- "
+               f"{summary.get('msg_per_s', 0):.1f} msg/s --- {summary.get('mb_per_s', 0):.3f} MB/s"
+               f" --- {summary.get('errors', 0)} errors", err=True)
+    if lat:
+        click.echo("Aggregated latency stats --- " + " - ".join(f"{k}: {v:.3f}" for k, v in lat.items()) + " ms",
+                   err=True)
     click.echo(line)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -380,7 +402,7 @@ def perf_produce(topic: str, rate: float, size: int, num_messages: int, test_dur
     stats = PerfStats()
     run = produce_quire if client_kind == "quire" else produce_official
     with Reporter(stats, f"produce[{client_kind}]", progress):
-        run(service_url, opts, stats)
+        _drive(run, service_url, opts, stats)
     _finish(stats.summary(mode="produce", client=client_kind, topic=topic, size=size, rate=rate,
                           batching=not disable_batching), json_out)
 
@@ -388,7 +410,7 @@ def perf_produce(topic: str, rate: float, size: int, num_messages: int, test_dur
 @perf.command("consume")
 @click.argument("topic")
 @click.option("-s", "--subscription", default="perf-sub", show_default=True)
-@click.option("-st", "--subscription-type", type=click.Choice([t.name for t in ConsumerType]), default="Exclusive")
+@click.option("-st", "--subscription-type", type=SubscriptionType(), default="Exclusive", show_default=True)
 @click.option("-m", "--num-messages", default=0, help="stop after this many (0: use --test-duration)")
 @click.option("-t", "--test-duration", default=10.0, show_default=True, help="seconds (0: use --num-messages)")
 @click.option("-q", "--receiver-queue-size", default=1000, show_default=True)
@@ -403,5 +425,5 @@ def perf_consume(topic: str, subscription: str, subscription_type: str, num_mess
     stats = PerfStats()
     run = consume_quire if client_kind == "quire" else consume_official
     with Reporter(stats, f"consume[{client_kind}]", progress):
-        run(service_url, opts, stats)
+        _drive(run, service_url, opts, stats)
     _finish(stats.summary(mode="consume", client=client_kind, topic=topic), json_out)

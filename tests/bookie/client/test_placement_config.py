@@ -9,7 +9,7 @@ import pytest
 from bookie.client import BKNotEnoughBookiesError, BookKeeper, ClientConfig
 from bookie.client.placement import RandomPlacementPolicy, load_policy
 from bookie.protocol import Status
-from tests.ledger_client.conftest import fast_config
+from tests.bookie.client.conftest import fast_config
 
 
 def test_random_policy_prefers_healthy_and_excludes():

@@ -13,20 +13,27 @@ from typing import Any
 import click
 import httpx
 
+from quire.cli_errors import NOT_LISTENING
+
 
 class AdminClient:
     """Thin synchronous wrapper over the REST endpoints (raises ``click.ClickException``)."""
 
     def __init__(self, url: str) -> None:
-        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=30)
+        self._url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self._url, timeout=30)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         try:
             resp = self._http.request(method, path, json=body)
+        except httpx.ConnectError:
+            where = f"{self._http.base_url.host}:{self._http.base_url.port}"
+            raise click.ClickException(
+                f"cannot connect to {where} (admin URL {self._url}): {NOT_LISTENING}") from None
         except httpx.HTTPError as exc:
             raise click.ClickException(f"{method} {path}: {exc}") from None
         if resp.status_code >= 400:
-            raise click.ClickException(f"{method} {path}: HTTP {resp.status_code} {resp.text.strip()}")
+            raise click.ClickException(f"{method} {path}: HTTP {resp.status_code}: {_reason(resp)}")
         if not resp.content:
             return None
         try:
@@ -35,12 +42,26 @@ class AdminClient:
             return resp.text
 
 
+def _reason(resp: httpx.Response) -> str:
+    """The JSON ``reason`` of an admin error (Pulsar's shape), else the body's first line."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("reason"):
+        return str(body["reason"])
+    text = resp.text.strip()
+    return text.splitlines()[0] if text else resp.reason_phrase
+
+
 def topic_path(topic: str) -> str:
     """``persistent://t/ns/x`` or ``t/ns/x`` -> ``persistent/t/ns/x``."""
     if "://" in topic:
         domain, rest = topic.split("://", 1)
     else:
         domain, rest = "persistent", topic
+    if "/" not in rest:
+        rest = f"public/default/{rest}"  # a short name, as everywhere else
     if len(rest.split("/")) != 3:
         raise click.BadParameter(f"topic {topic!r} must be tenant/namespace/name")
     return f"{domain}/{rest}"

@@ -10,7 +10,7 @@ import trio
 import metadata
 from bookie.client import BookKeeper, ClientConfig
 from metadata.store import MetadataStore
-from tests.ledger_client.fake_bookie import FakeBookie
+from tests.bookie.client.fake_bookie import FakeBookie
 
 
 def fast_config(**overrides) -> ClientConfig:

@@ -17,7 +17,7 @@ from bookie.client import (
 from bookie.client.ledger_metadata import encode_metadata
 from bookie.protocol import Status
 from metadata.ledger_ids import ledger_path
-from tests.ledger_client.conftest import fast_config
+from tests.bookie.client.conftest import fast_config
 
 
 async def _add_many(lh, n, start=0):
@@ -197,13 +197,13 @@ async def test_failures_reported_during_a_change_do_not_replace_the_replacement(
     bad = cluster[lh.metadata.last_ensemble[1]]
     bad.faults.add_status = Status.IO
     bad.faults.delay_s = 0.05  # its errors trickle in, one per add, over the whole stream
-    discover = bk.writable_bookies
+    discover = bk.ctx.writable_bookies
 
     async def slow_discovery():
         await trio.sleep(0.3)
         return await discover()
 
-    bk.writable_bookies = slow_discovery
+    bk.ctx.writable_bookies = slow_discovery  # type: ignore[method-assign]
 
     async def add(i):
         acked[await lh.add_entry(b"e%d" % i)] = b"e%d" % i

@@ -1,6 +1,6 @@
 """The in-process channel to a co-located bookie (standalone): no socket, same durability.
 
-A bookie registered with ``register_local_bookie`` is reached through its request processor
+A bookie handed to ``BookKeeper(local_bookies=...)`` is reached through its request processor
 directly; every add must still be acknowledged only after the journal group holding it was
 fdatasynced, slow-path requests (first add of a ledger, fence reads) keep their order, and
 recovery/fencing behave as over a socket.
@@ -16,11 +16,11 @@ import trio
 
 from bookie.bookie import Bookie
 from bookie.client import BKLedgerFencedError, BookKeeper
-from bookie.client.local_bookie import LocalBookieConnection, register_local_bookie, unregister_local_bookie
+from bookie.client.local_bookie import LocalBookieConnection
 from bookie.journal import Journal
 from metadata import open_store
 from tests.bookie.helpers import make_config
-from tests.ledger_client.conftest import fast_config
+from tests.bookie.client.conftest import fast_config
 
 
 @pytest.fixture
@@ -28,11 +28,9 @@ async def local_bookie(tmp_path: Path, nursery: trio.Nursery):
     store = await open_store(f"memory://local-bookie-{uuid.uuid4().hex}")
     bookie = Bookie(make_config(tmp_path), store)
     await bookie.start(nursery)
-    register_local_bookie(bookie.bookie_id, bookie.processor)
     try:
         yield bookie, store
     finally:
-        unregister_local_bookie(bookie.bookie_id, bookie.processor)
         await bookie.close()
         await store.close()
 
@@ -50,7 +48,7 @@ async def test_adds_are_acked_after_fsync_without_a_socket(local_bookie, monkeyp
         return mark
 
     monkeypatch.setattr(Journal, "_write_group", write_group)
-    async with BookKeeper(store, fast_config()) as bk:
+    async with BookKeeper(store, fast_config(), local_bookies={bookie.bookie_id: bookie.processor}) as bk:
         lh = await bk.create_ledger(1, 1, 1, password=b"pw")
         acked: dict[int, bytes] = {}
 
@@ -75,7 +73,9 @@ async def test_adds_are_acked_after_fsync_without_a_socket(local_bookie, monkeyp
 
 async def test_recovery_fences_the_writer_through_the_local_channel(local_bookie) -> None:
     bookie, store = local_bookie
-    async with BookKeeper(store, fast_config()) as writer, BookKeeper(store, fast_config()) as reader:
+    local = {bookie.bookie_id: bookie.processor}
+    async with BookKeeper(store, fast_config(), local_bookies=local) as writer, \
+            BookKeeper(store, fast_config(), local_bookies=local) as reader:
         lh = await writer.create_ledger(1, 1, 1, password=b"pw")
         for i in range(20):
             await lh.add_entry(b"e%d" % i)

@@ -1,0 +1,121 @@
+"""What a person sees when a `quire` command fails: one line that says what to do, no traceback.
+
+``run(cli)`` is the console entry point around the click group: usage errors stay click's
+(exit 2), Ctrl-C exits 130 without a traceback, a closed pipe (``quire read | head``) ends
+quietly, and any other failure prints ``error: <one line>`` and exits 1. ``--debug`` (anywhere
+on the command line) or ``QUIRE_DEBUG=1`` prints the full traceback instead. trio wraps errors
+raised inside nurseries in exception groups; the line describes the innermost real cause.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+import traceback
+from typing import Iterator
+
+import click
+
+NOT_LISTENING = "nothing is listening; is `quire standalone` running?"
+
+
+def leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside (nested) exception groups, depth first."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from leaves(inner)
+    else:
+        yield exc
+
+
+def cause(exc: BaseException) -> BaseException:
+    """The one exception worth describing: a KeyboardInterrupt or broken pipe wins, then the first
+    leaf that is not a cancellation."""
+    found = list(leaves(exc))
+    for kind in (KeyboardInterrupt, BrokenPipeError):
+        for leaf in found:
+            if isinstance(leaf, kind):
+                return leaf
+    for leaf in found:
+        if type(leaf).__name__ != "Cancelled":
+            return leaf
+    return found[0] if found else exc
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a person: what failed and, where we know it, what to do."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    module = type(exc).__module__ or ""
+    if module.startswith("httpx"):
+        url = getattr(getattr(exc, "request", None), "url", None)
+        where = f"{url.host}:{url.port}" if url is not None else "the admin URL"
+        if "refused" in text.lower() or name == "ConnectError":
+            return f"cannot connect to {where}: {NOT_LISTENING}"
+        return f"admin request to {where} failed: {text or name}"
+    if name == "ConnectError" and module.startswith("clients"):
+        m = re.match(r"cannot connect to (\S+:\d+)", text)
+        if m and ("all attempts to connect" in text or "refused" in text.lower()):
+            return f"cannot connect to {m.group(1)}: {NOT_LISTENING}"
+        return text
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused: {NOT_LISTENING}"
+    if module.startswith("clients") or module.startswith("pulsar"):
+        return f"{name}: {text}" if text else name
+    if name == "ConfigError":
+        return text
+    if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+        return f"address already in use: {text}"
+    return f"{name}: {text}" if text else name
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    if "--debug" in argv:
+        argv.remove("--debug")
+        return True
+    return os.environ.get("QUIRE_DEBUG", "") not in ("", "0")
+
+
+def _quiet_broken_pipe() -> None:
+    # Python flushes stdout at exit; point it at /dev/null so that flush cannot fail again.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_requested(args)
+    try:
+        code = group.main(args, prog_name=prog_name, standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except BaseException as e:  # noqa: BLE001 - the last line of defence of a CLI
+        if isinstance(e, SystemExit):
+            raise
+        leaf = cause(e)
+        if isinstance(leaf, KeyboardInterrupt):
+            sys.exit(130)
+        if isinstance(leaf, BrokenPipeError) or (isinstance(leaf, OSError) and leaf.errno == errno.EPIPE):
+            _quiet_broken_pipe()
+            sys.exit(0)
+        if isinstance(leaf, click.ClickException):
+            leaf.show()
+            sys.exit(leaf.exit_code)
+        if debug:
+            traceback.print_exception(e)
+        else:
+            click.echo(f"error: {describe(leaf)}", err=True)
+            click.echo("(run with --debug or QUIRE_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+__all__: list[str] = ["run", "describe", "cause", "NOT_LISTENING"]
