@@ -17,7 +17,7 @@ do) and checks after every step:
 - at the end a fresh consumer receives every message not acknowledged (nothing is stuck).
 
 Default: a short fixed-seed run per subscription type; ``QUIRE_CHURN_EXAMPLES=500`` for more
-(random seeds), ``QUIRE_CHURN_DROP=1`` to add dropped connections.
+(random seeds).
 """
 
 from __future__ import annotations
@@ -58,10 +58,7 @@ OPS = st.lists(
         st.tuples(st.just("publish"), st.integers(1, 10)),
         st.tuples(st.just("settle"),),
         st.tuples(st.just("yield"), st.integers(1, 20)),  # let dispatch run a few steps
-        # The connection goes away without CLOSE_CONSUMER. Off by default until the broker's
-        # per-connection error boundary (issue 10 #2, another branch) is merged: a reset
-        # socket there still ends the whole broker.
-        *([st.tuples(st.just("drop"), _who)] if os.environ.get("QUIRE_CHURN_DROP") else []),
+        st.tuples(st.just("drop"), _who),  # the connection goes away without CLOSE_CONSUMER
     ),
     min_size=4,
     max_size=40,
