@@ -5,22 +5,19 @@ A key (ordering key, else partition key, else ``NONE_KEY``) hashes with Murmur3-
 half for each new consumer (a leaving consumer's range merges into its neighbour); STICKY
 uses the ranges the consumer declared and refuses overlaps. An entry whose consumer cannot
 take it now is held back, and so is every later entry of that consumer, to keep key order.
-A consumer that joins while entries are out (read, not yet acknowledged) may have been given
-keys whose earlier messages another consumer still holds: until everything read before it
-joined is acknowledged it only gets those earlier entries (Pulsar's recently joined consumers).
+When consumers come or go, a key may move to a consumer while its earlier messages are still
+pending on another one: that key's hash is draining and its entries wait until the other
+consumer acks or returns them (Pulsar's draining hashes, PIP-379), so a key's messages
+never reach a consumer out of order.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
 
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError
 from clients.protocol.murmur3 import murmur3_32
-
-if TYPE_CHECKING:
-    from managed_ledger import Position
 
 RANGE_SIZE = 65536
 NONE_KEY = b"NONE_KEY"
@@ -120,19 +117,20 @@ class KeySharedRouter:
 
     def consumer_for_hash(self, h: int) -> Consumer | None:
         c = self.owner(h)
-        return c if c is not None and c.available else None
+        return c if c is not None and c.available and not self.draining(h, c) else None
 
-    def assign(self, deliveries: list[Delivery], held: set[Consumer],
-               limits: dict[Consumer, "Position"] | None = None) -> tuple[dict[Consumer, list[Delivery]], list[Delivery]]:
-        """Route to the key's owner; ``limits`` = recently joined consumers and the position
-        from which their entries wait until everything before it is acknowledged."""
+    def draining(self, h: int, owner: Consumer) -> bool:
+        """Whether another consumer still holds unacked messages of hash ``h``."""
+        return any(c is not owner and c.pending_hashes.get(h) for c in self.consumers)
+
+    def assign(self, deliveries: list[Delivery], held: set[Consumer]) -> tuple[dict[Consumer, list[Delivery]], list[Delivery]]:
         out: dict[Consumer, list[Delivery]] = {}
         room: dict[Consumer, int] = {}
         blocked = set(held)
         leftovers: list[Delivery] = []
         for d in deliveries:
             c = self.owner(d.sticky_hash)
-            if c is not None and limits and c in limits and d.position >= limits[c]:
+            if c is not None and c not in blocked and self.draining(d.sticky_hash, c):
                 blocked.add(c)
             if c is None or c in blocked or not c.available:
                 leftovers.append(d)

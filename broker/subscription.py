@@ -72,8 +72,6 @@ class Subscription:
         self._ack_sets: dict[Position, list[int]] = {}
         self._ack_callbacks: list[AckCallback] = []
         self._skipped: set[Position] = set()  # undecodable entries acked, not yet persisted
-        # Key_Shared consumers that joined while entries were out -> the read position then.
-        self._recently_joined: dict[Consumer, Position] = {}
         self._scope: trio.CancelScope | None = None
         self.last_consumed_ms = 0
         self.last_acked_ms = 0
@@ -137,9 +135,6 @@ class Subscription:
                 consumer.max_unacked = 0
             self.router.add_consumer(consumer)
             self.consumers.append(consumer)
-            # Alone, it can only be behind the replay set, which is served first anyway.
-            if consumer.sub_type == KEY_SHARED and len(self.consumers) > 1 and self._entries_out():
-                self._recently_joined[consumer] = self.cursor.read_position
             self._update_active()
         self.notify()
 
@@ -154,7 +149,6 @@ class Subscription:
             return
         consumer.closed = True
         self.consumers.remove(consumer)
-        self._recently_joined.pop(consumer, None)
         self.msg_out_closed += consumer.msg_out
         self.bytes_out_closed += consumer.bytes_out
         assert self.router is not None
@@ -169,15 +163,6 @@ class Subscription:
                 self._rewind = True
         self._update_active()
         self.notify()
-
-    def _entries_out(self) -> bool:
-        """Whether some entry before the read position is not acknowledged yet."""
-        return self.topic.ml.next_valid_position(self.cursor.mark_delete_position) < self.cursor.read_position
-
-    def _prune_recently_joined(self) -> None:
-        if self._recently_joined:
-            first_unacked = self.topic.ml.next_valid_position(self.cursor.mark_delete_position)
-            self._recently_joined = {c: p for c, p in self._recently_joined.items() if first_unacked < p}
 
     def _update_active(self) -> None:
         router = self.router
@@ -250,7 +235,6 @@ class Subscription:
             self._rewind = False
             self.replay.clear()
             await self.cursor.seek(self.cursor.mark_delete_position)
-        self._prune_recently_joined()
         if len(self.delayed):
             for pos, h in self.delayed.pop_due(int(time.time() * 1000)):
                 self.replay[pos] = h
@@ -343,10 +327,7 @@ class Subscription:
                 c = router.owner(h)  # type: ignore[union-attr]
                 if c is not None:
                     held.add(c)
-        if self._recently_joined:
-            assigned, leftovers = router.assign(deliveries, held, self._recently_joined)  # type: ignore[call-arg]
-        else:
-            assigned, leftovers = router.assign(deliveries, held)
+        assigned, leftovers = router.assign(deliveries, held)
         if isinstance(router, SingleActiveRouter):
             # No active consumer to take them: the next one gets them through a rewind.
             if leftovers:
@@ -440,8 +421,6 @@ class Subscription:
                 await self.cursor.delete(individual, ack_sets or None)
             if self._skipped:
                 self._skipped = {p for p in self._skipped if p > self.cursor.mark_delete_position}
-            if self._recently_joined:
-                self.notify()  # the mark-delete moved: a recently joined consumer may be free
         except ManagedLedgerError as exc:
             log.warning("persisting acks on %s/%s failed: %r", self.topic.name, self.name, exc)
             error = PersistenceError(str(exc))

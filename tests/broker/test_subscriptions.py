@@ -367,7 +367,7 @@ async def test_failover_standby_redelivery_does_not_rewind_the_active_consumer(b
 async def test_key_shared_newcomer_gets_a_key_in_order_after_churn(broker: BrokerService) -> None:
     """A Key_Shared consumer that joins while another holds unacked messages of keys it takes
     over gets none of the later messages of those keys before the earlier ones (Pulsar's
-    recently joined consumers)."""
+    draining hashes)."""
     keys = [f"k{i}" for i in range(20)]
 
     def work() -> None:
