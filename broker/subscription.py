@@ -327,6 +327,19 @@ class Subscription:
                 c = router.owner(h)  # type: ignore[union-attr]
                 if c is not None:
                     held.add(c)
+        elif self.sub_type == KEY_SHARED and self.replay:
+            # Replayed entries were taken out of the replay set before the read; a consumer
+            # that closed meanwhile may have returned older entries of the same key.
+            earliest: dict[int, Position] = {}
+            for p, h in self.replay.items():
+                if h not in earliest or p < earliest[h]:
+                    earliest[h] = p
+            for d in deliveries:
+                e = earliest.get(d.sticky_hash)
+                if e is not None and e < d.position:
+                    c = router.owner(d.sticky_hash)  # type: ignore[union-attr]
+                    if c is not None:
+                        held.add(c)
         assigned, leftovers = router.assign(deliveries, held)
         if isinstance(router, SingleActiveRouter):
             # No active consumer to take them: the next one gets them through a rewind.
