@@ -61,6 +61,9 @@ class Consumer:
     unacked_messages: int = 0
     # position -> (unacked messages in the entry, sticky key hash)
     pending_acks: dict["Position", tuple[int, int]] = field(default_factory=dict)
+    # sticky hash -> entries pending with it (Key_Shared: a key moving to another consumer
+    # waits until these are acked or returned)
+    pending_hashes: dict[int, int] = field(default_factory=dict)
     connected_since: float = field(default_factory=time.time)
     closed: bool = False
     # The client's consumer epoch (bumped by each redeliver-all): echoed in MESSAGE so the
@@ -104,6 +107,7 @@ class Consumer:
             if track and d.position not in self.pending_acks:
                 self.unacked_messages += d.num_messages
                 self.pending_acks[d.position] = (d.num_messages, d.sticky_hash)
+                self.pending_hashes[d.sticky_hash] = self.pending_hashes.get(d.sticky_hash, 0) + 1
         await self.peer.send_messages(self.consumer_id, partition, deliveries, self.epoch)
 
     def release(self, position: "Position") -> int | None:
@@ -113,6 +117,11 @@ class Consumer:
         if v is None:
             return None
         self.unacked_messages -= v[0]
+        left = self.pending_hashes.get(v[1], 0) - 1
+        if left > 0:
+            self.pending_hashes[v[1]] = left
+        else:
+            self.pending_hashes.pop(v[1], None)
         return v[1]
 
     def partly_acked(self, position: "Position", remaining: int) -> None:
@@ -129,6 +138,7 @@ class Consumer:
         """Hand back every pending entry with its sticky hash (for redelivery)."""
         out = sorted((p, v[1]) for p, v in self.pending_acks.items())
         self.pending_acks.clear()
+        self.pending_hashes.clear()
         self.unacked_messages = 0
         return out
 

@@ -5,6 +5,10 @@ A key (ordering key, else partition key, else ``NONE_KEY``) hashes with Murmur3-
 half for each new consumer (a leaving consumer's range merges into its neighbour); STICKY
 uses the ranges the consumer declared and refuses overlaps. An entry whose consumer cannot
 take it now is held back, and so is every later entry of that consumer, to keep key order.
+When consumers come or go, a key may move to a consumer while its earlier messages are still
+pending on another one: that key's hash is draining and its entries wait until the other
+consumer acks or returns them (Pulsar's draining hashes, PIP-379), so a key's messages
+never reach a consumer out of order.
 """
 
 from __future__ import annotations
@@ -113,7 +117,11 @@ class KeySharedRouter:
 
     def consumer_for_hash(self, h: int) -> Consumer | None:
         c = self.owner(h)
-        return c if c is not None and c.available else None
+        return c if c is not None and c.available and not self.draining(h, c) else None
+
+    def draining(self, h: int, owner: Consumer) -> bool:
+        """Whether another consumer still holds unacked messages of hash ``h``."""
+        return any(c is not owner and c.pending_hashes.get(h) for c in self.consumers)
 
     def assign(self, deliveries: list[Delivery], held: set[Consumer]) -> tuple[dict[Consumer, list[Delivery]], list[Delivery]]:
         out: dict[Consumer, list[Delivery]] = {}
@@ -122,6 +130,8 @@ class KeySharedRouter:
         leftovers: list[Delivery] = []
         for d in deliveries:
             c = self.owner(d.sticky_hash)
+            if c is not None and c not in blocked and self.draining(d.sticky_hash, c):
+                blocked.add(c)
             if c is None or c in blocked or not c.available:
                 leftovers.append(d)
                 if c is not None:

@@ -119,6 +119,10 @@ class BrokerMetrics:
         self.dispatch_latency = Histogram(
             "pulsar_broker_dispatch_latency_seconds", "time to read and send one dispatch round",
             buckets=LATENCY_BUCKETS, registry=r)
+        self.undecodable_entries = Counter(
+            "pulsar_broker_dispatch_undecodable_entries",
+            "stored entries whose message metadata does not parse, skipped (acknowledged) by a dispatcher",
+            registry=r)
         self.topics_gauge = Gauge("pulsar_broker_topics_count", "topics loaded", registry=r)
 
     def attach(self, service: "BrokerService") -> None:

@@ -24,6 +24,7 @@ from broker.dispatcher_shared import SharedRouter
 from broker.dispatcher_single_active import FAILOVER, SingleActiveRouter
 from broker.entry_meta import entry_info
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
+from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
 
@@ -70,6 +71,7 @@ class Subscription:
         self._ack_cumulative: Position | None = None
         self._ack_sets: dict[Position, list[int]] = {}
         self._ack_callbacks: list[AckCallback] = []
+        self._skipped: set[Position] = set()  # undecodable entries acked, not yet persisted
         self._scope: trio.CancelScope | None = None
         self.last_consumed_ms = 0
         self.last_acked_ms = 0
@@ -227,7 +229,11 @@ class Subscription:
         max_read = self.config.dispatcher_max_read_batch_size
         progressed = False
         if self._rewind:
+            # Exclusive/Failover: the active consumer gets everything after the mark-delete
+            # again, from the start and in order; nothing read ahead for an earlier consumer
+            # may be served before it (a cumulative ack would cover what it never received).
             self._rewind = False
+            self.replay.clear()
             await self.cursor.seek(self.cursor.mark_delete_position)
         if len(self.delayed):
             for pos, h in self.delayed.pop_due(int(time.time() * 1000)):
@@ -254,6 +260,8 @@ class Subscription:
         entries = await self.cursor.read_entries(n)
         if not entries:
             return progressed
+        if self._rewind:
+            return True  # the active consumer changed during the read: re-read from the rewind
         out: list[Delivery] = []
         for e in entries:
             d = self._delivery(e.position, e.data, replayed=False)
@@ -265,7 +273,11 @@ class Subscription:
         return True
 
     def _delivery(self, pos: Position, data: bytes, replayed: bool) -> Delivery | None:
-        info = entry_info(data)
+        try:
+            info = entry_info(data)
+        except ProtocolError as exc:
+            self._skip_undecodable(pos, exc)
+            return None
         n = info.num_messages
         if not replayed:
             self.avg_messages_per_entry = 0.9 * self.avg_messages_per_entry + 0.1 * n
@@ -286,6 +298,20 @@ class Subscription:
         count = self.redelivery_counts.get(pos, 0) if self.config.subscription_redelivery_tracker_enabled else 0
         return Delivery(pos, data, n, count, ack_set, h)
 
+    def _skip_undecodable(self, pos: Position, exc: ProtocolError) -> None:
+        """No client could decode the entry: acknowledge it (as Pulsar does), so that it is
+        met, counted and logged once instead of stopping dispatch at every read."""
+        if pos not in self._skipped:  # a rewind before the ack is persisted meets it again
+            self._skipped.add(pos)
+            log.error("skipping undecodable entry %s on %s/%s: %s", pos, self.topic.name, self.name, exc)
+            self.topic.service.metrics.undecodable_entries.inc()
+        for c in self.consumers:
+            c.release(pos)
+        self.replay.pop(pos, None)
+        self.redelivery_counts.pop(pos, None)
+        self._ack_individual.append(pos)
+        self._ack_wake.set()
+
     async def _route(self, deliveries: list[Delivery], replayed: bool = False) -> int:
         """Hand entries to consumers; the rest wait in the replay set. Returns how many
         entries were delivered."""
@@ -301,14 +327,40 @@ class Subscription:
                 c = router.owner(h)  # type: ignore[union-attr]
                 if c is not None:
                     held.add(c)
+        elif self.sub_type == KEY_SHARED and self.replay:
+            # Replayed entries were taken out of the replay set before the read; a consumer
+            # that closed meanwhile may have returned older entries of the same key.
+            earliest: dict[int, Position] = {}
+            for p, h in self.replay.items():
+                if h not in earliest or p < earliest[h]:
+                    earliest[h] = p
+            for d in deliveries:
+                e = earliest.get(d.sticky_hash)
+                if e is not None and e < d.position:
+                    c = router.owner(d.sticky_hash)  # type: ignore[union-attr]
+                    if c is not None:
+                        held.add(c)
         assigned, leftovers = router.assign(deliveries, held)
-        for d in leftovers:
-            self.replay[d.position] = d.sticky_hash
+        if isinstance(router, SingleActiveRouter):
+            # No active consumer to take them: the next one gets them through a rewind.
+            if leftovers:
+                self._rewind = True
+        else:
+            for d in leftovers:
+                self.replay[d.position] = d.sticky_hash
         partition = self.topic.name.partition_index
         track = self.sub_type in (SHARED, KEY_SHARED)
+        delivered = len(deliveries) - len(leftovers)
         for consumer, ds in assigned.items():
+            if consumer.closed and track:
+                # Closed while an earlier consumer's frames were written: its take_pending()
+                # has run already, so these go back to the replay set, not to its pending map.
+                for d in ds:
+                    self.replay[d.position] = d.sticky_hash
+                delivered -= len(ds)
+                continue
             await consumer.deliver(ds, partition, track)
-        return len(deliveries) - len(leftovers)
+        return delivered
 
     # -- acks ------------------------------------------------------------------------------
 
@@ -380,6 +432,8 @@ class Subscription:
             individual = sorted(p for p in set(individual) if p > md)
             if individual:
                 await self.cursor.delete(individual, ack_sets or None)
+            if self._skipped:
+                self._skipped = {p for p in self._skipped if p > self.cursor.mark_delete_position}
         except ManagedLedgerError as exc:
             log.warning("persisting acks on %s/%s failed: %r", self.topic.name, self.name, exc)
             error = PersistenceError(str(exc))
@@ -389,8 +443,11 @@ class Subscription:
     def on_redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Negative acks (ids) or redeliver-all (no ids): back into the replay set."""
         if self.sub_type in (EXCLUSIVE, FAILOVER):
-            self._rewind = True
-            self.notify()
+            # Only the active consumer may rewind (as Pulsar): a standby's request would send
+            # the active one earlier messages after later ones it may already have acked.
+            if isinstance(self.router, SingleActiveRouter) and self.router.active is consumer:
+                self._rewind = True
+                self.notify()
             return
         if positions is None:
             taken = consumer.take_pending()

@@ -288,3 +288,114 @@ async def test_failover_spreads_partitions(broker: BrokerService) -> None:
             client.close()
 
     await in_thread(work)
+
+
+def _undecodable_entry() -> bytes:
+    """A stored entry with a correct CRC32C whose MessageMetadata does not parse."""
+    import struct
+
+    from clients.protocol.frames import crc32c
+
+    section = struct.pack(">I", 3) + b"\xff\xff\xff" + b"payload"
+    return b"\x0e\x01" + struct.pack(">I", crc32c(section)) + section
+
+
+@pytest.mark.parametrize("sub_type", [CT.Exclusive, CT.Shared, CT.KeyShared])
+async def test_undecodable_entry_is_skipped_counted_and_logged_once(
+        broker: BrokerService, caplog: pytest.LogCaptureFixture, sub_type: pulsar.ConsumerType) -> None:
+    """Issue 10 #2: an entry whose metadata does not parse (stored behind SEND validation's
+    back) must not end the dispatcher, nor the server: it is skipped (acknowledged, as Pulsar
+    does), counted in /metrics and logged once; the good messages around it are delivered."""
+    name = f"t-bad-entry-{sub_type.value}"
+
+    def produce(first: int) -> None:
+        client = client_for(broker)
+        try:
+            p = client.create_producer(name, batching_enabled=False)
+            for n in range(first, first + 3):
+                p.send(str(n).encode())
+        finally:
+            client.close()
+
+    def consume() -> list[bytes]:
+        client = client_for(broker)
+        try:
+            c = client.subscribe(name, "s", consumer_type=sub_type,
+                                 initial_position=pulsar.InitialPosition.Earliest)
+            got = drain(c, 1000)
+            for m in got:
+                c.acknowledge(m)
+            return [m.data() for m in got]
+        finally:
+            client.close()
+
+    await in_thread(lambda: produce(0))
+    topic = broker.topics[f"persistent://public/default/{name}"]
+    await topic.ml.add_entry(_undecodable_entry())
+    await in_thread(lambda: produce(3))
+    assert await in_thread(consume) == [str(n).encode() for n in range(6)]
+    # The server still serves, and a second consumer does not meet the entry again.
+    assert await in_thread(consume) == []
+    text = broker.metrics.render().decode()  # the body /metrics serves
+    assert "pulsar_broker_dispatch_undecodable_entries_total 1.0" in text
+    logged = [r for r in caplog.records if "undecodable" in r.getMessage()]
+    assert len(logged) == 1 and "3" in logged[0].getMessage()
+
+
+async def test_failover_standby_redelivery_does_not_rewind_the_active_consumer(broker: BrokerService) -> None:
+    """Only the active consumer may ask for a rewind (as Pulsar): a standby's redelivery
+    request used to send the active consumer earlier messages again after later ones."""
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            active = client.subscribe("t-fo-standby", "s", consumer_type=CT.Failover, consumer_name="a")
+            standby = client.subscribe("t-fo-standby", "s", consumer_type=CT.Failover, consumer_name="b")
+            p = client.create_producer("t-fo-standby", batching_enabled=False)
+            for n in range(10):
+                p.send(str(n).encode())
+            assert [m.data() for m in drain(active)] == [str(n).encode() for n in range(10)]
+            standby.redeliver_unacknowledged_messages()
+            assert drain(active, 500) == [] and drain(standby, 100) == []
+            active.redeliver_unacknowledged_messages()  # the active consumer's own request works
+            assert [m.data() for m in drain(active)] == [str(n).encode() for n in range(10)]
+        finally:
+            client.close()
+
+    await in_thread(work)
+
+
+async def test_key_shared_newcomer_gets_a_key_in_order_after_churn(broker: BrokerService) -> None:
+    """A Key_Shared consumer that joins while another holds unacked messages of keys it takes
+    over gets none of the later messages of those keys before the earlier ones (Pulsar's
+    draining hashes)."""
+    keys = [f"k{i}" for i in range(20)]
+
+    def work() -> None:
+        client = client_for(broker)
+        try:
+            first = client.subscribe("t-ks-join", "s", consumer_type=CT.KeyShared, receiver_queue_size=1000)
+            p = client.create_producer("t-ks-join", batching_enabled=False)
+            for n in range(40):
+                p.send(str(n).encode(), partition_key=keys[n % 20])
+            assert len(drain(first)) == 40  # not acked
+            second = client.subscribe("t-ks-join", "s", consumer_type=CT.KeyShared, receiver_queue_size=1000)
+            for n in range(40, 80):
+                p.send(str(n).encode(), partition_key=keys[n % 20])
+            got = drain(second)
+            first.close()  # its 40 messages go to the second consumer
+            while True:
+                more = drain(second, 1000)
+                if not more:
+                    break
+                got += more
+                for m in more:
+                    second.acknowledge(m)
+            order: dict[str, list[int]] = {}
+            for m in got:
+                order.setdefault(m.partition_key(), []).append(int(m.data()))
+            assert all(ns == sorted(ns) for ns in order.values()), order
+            assert sorted(n for ns in order.values() for n in ns) == list(range(80))
+        finally:
+            client.close()
+
+    await in_thread(work)
