@@ -38,7 +38,7 @@ from bookie import entry_log_format as elf
 from bookie.config import BookieConfig
 from bookie.entry_log_metadata import EntryLogMetadata, EntryLogMetadataMap, read_metadata
 from bookie.entry_logger import list_log_ids
-from bookie.errors import BookieIOError, ConfigError, FormatError
+from bookie.errors import BookieIOError, ConfigError, FormatError, is_disk_full
 from bookie.metrics import BookieMetrics
 from metadata.errors import MetadataError
 from metadata.ledger_ids import iter_ledger_ids, ledger_path
@@ -161,7 +161,14 @@ class GarbageCollector:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run every gc_wait_time_ms (first run staggered per dir) until cancelled."""
-        await trio.to_thread.run_sync(self.open)
+        try:
+            await trio.to_thread.run_sync(self.open)
+        except Exception as exc:  # rocksdb errors have no common base class
+            if not is_disk_full(exc):
+                raise
+            # A bookie must start on a full disk (read-only); each run retries the open.
+            log.warning("entry-log metadata of %s not opened (%s); GC waits for disk space", self.dir.current, exc)
+            await trio.to_thread.run_sync(self.close)
         task_status.started()
         try:
             wait = self.config.gc_wait_time_ms / 1000.0

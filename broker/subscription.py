@@ -2,7 +2,7 @@
 
 The dispatch loop (one trio task per subscription, owned by the topic) reads entries from the
 cursor only while some consumer has permits, routes them with the type's router
-(``dispatcher_single_active`` / ``dispatcher_shared`` / ``dispatcher_key_shared``) and hands
+(``router_single_active`` / ``router_shared`` / ``router_key_shared``) and hands
 the stored bytes to the consumers' connections untouched. Entries to deliver again (negative
 acks, closed consumers, held-back Key_Shared entries, due delayed messages) wait in a replay
 set that is served first, in position order. Acks update the consumers at once (so dispatch
@@ -19,9 +19,9 @@ import trio
 
 from broker.consumer import SUB_TYPES, Consumer, Delivery
 from broker.delayed_delivery import DelayedDeliveryTracker
-from broker.dispatcher_key_shared import KeySharedRouter, sticky_hash
-from broker.dispatcher_shared import SharedRouter
-from broker.dispatcher_single_active import FAILOVER, SingleActiveRouter
+from broker.router_key_shared import KeySharedRouter, sticky_hash
+from broker.router_shared import SharedRouter
+from broker.router_single_active import FAILOVER, SingleActiveRouter
 from broker.entry_meta import entry_info
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
 from clients.protocol.errors import ProtocolError

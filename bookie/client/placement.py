@@ -18,6 +18,9 @@ from bookie.client.errors import BKNotEnoughBookiesError
 __all__ = ["EnsemblePlacementPolicy", "RandomPlacementPolicy", "load_policy"]
 
 
+# Said with every "not enough bookies" error: the usual causes, so an operator knows where to look.
+_WHY = ": bookies are down or read-only (a full disk turns a bookie read-only; see its /api/v1/bookie/state)"
+
 class EnsemblePlacementPolicy(Protocol):
     def new_ensemble(
         self, ensemble_size: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
@@ -50,7 +53,8 @@ class RandomPlacementPolicy:
         chosen = (good + fallback)[:ensemble_size]
         if len(chosen) < ensemble_size:
             raise BKNotEnoughBookiesError(
-                f"need {ensemble_size} writable bookies, have {len(chosen)} ({sorted(writable)}; excluded {sorted(exclude)})"
+                f"need {ensemble_size} writable bookies, have {len(chosen)} ({sorted(writable)}; excluded "
+                f"{sorted(exclude)}){_WHY}"
             )
         return chosen
 
@@ -61,7 +65,8 @@ class RandomPlacementPolicy:
         pool = good or fallback
         if not pool:
             raise BKNotEnoughBookiesError(
-                f"no writable bookie to replace {ensemble[index]} (ensemble {list(ensemble)}, writable {sorted(writable)})"
+                f"no writable bookie to replace {ensemble[index]} (ensemble {list(ensemble)}, writable "
+                f"{sorted(writable)}){_WHY}"
             )
         return pool[0]
 

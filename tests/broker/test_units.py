@@ -10,9 +10,9 @@ from broker.config import BrokerConfig
 from broker.consumer import Consumer, Delivery
 from broker.dedup import Deduplication, DupStatus
 from broker.delayed_delivery import DelayedDeliveryTracker
-from broker.dispatcher_key_shared import AUTO_SPLIT, STICKY, ConsumerAssignError, KeySharedRouter, murmur3_32
-from broker.dispatcher_shared import SharedRouter
-from broker.dispatcher_single_active import FAILOVER, SingleActiveRouter
+from broker.router_key_shared import AUTO_SPLIT, STICKY, ConsumerAssignError, KeySharedRouter, murmur3_32
+from broker.router_shared import SharedRouter
+from broker.router_single_active import FAILOVER, SingleActiveRouter
 from broker.errors import ConsumerBusyError, InvalidTopicNameError
 from broker.names import NamespaceName, TopicName
 from broker.namespaces import bundle_boundaries
