@@ -86,10 +86,18 @@ class OwnershipCache:
             return self._mine()
         while True:
             try:
-                raw, _ = await self.store.get(path)
+                raw, stat = await self.store.get(path)
                 data = values.unpack(raw)
                 if data.get("nativeUrl") == self.native_url:
-                    self.owned.add(path)
+                    # Our address but not acquired by this process: an earlier run of this
+                    # broker (it is gone: we hold its port) whose session has not expired yet.
+                    # Adopting the node would make two owners once it expires and another
+                    # broker acquires the bundle; delete it and acquire the bundle properly.
+                    try:
+                        await self.store.delete(path, stat.version)
+                    except (NotFoundError, BadVersionError):
+                        pass
+                    continue
                 return data
             except NotFoundError:
                 if not acquire:
