@@ -28,11 +28,6 @@ def test_standalone_under_faults(tmp_path: Path) -> None:
     assert_clean(run_chaos("standalone", 40, seed=3, base=tmp_path), min_faults=4)
 
 
-# Out of the default run until the ownership ping-pong is fixed: after broker/bookie faults two
-# brokers can each take a topic over from the other (ledgers "fenced by another client" every few
-# seconds), and a drain then stalls with the tail of a subscription unread (seed 2 failed this
-# way in 1 of 3 full runs, with no session-expiry fault). Run it with `-m slow`.
-@pytest.mark.slow
 def test_cluster_under_faults(tmp_path: Path) -> None:
     assert_clean(run_chaos("cluster", 45, seed=2, base=tmp_path), min_faults=4)
 
