@@ -7,6 +7,7 @@ identity. `close()` kills everything (SIGCONT first: a paused process must not s
 
 from __future__ import annotations
 
+import abc
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ class TopologyError(RuntimeError):
 
 
 @dataclass
-class Topology:
+class Topology(abc.ABC):
     """Common part: fault targets by kind, admin URLs, process restart."""
 
     kind: str
@@ -109,8 +110,9 @@ class Topology:
         if r.status_code not in (204, 200, 409):
             raise TopologyError(f"creating {topic}: {r.status_code} {r.text}")
 
+    @abc.abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop every process this topology started (cluster or standalone)."""
 
     def process_ids(self) -> list[int]:
         return [t.pid for g in self.targets.values() for t in g.values() if t.pid]
