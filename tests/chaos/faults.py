@@ -211,12 +211,20 @@ class FaultRunner:
         target.resume()
         target.kill()
         rng = random.Random(f"{fault.target}/{fault.duration}/{fault.gap}")
-        for pattern, magic in (("*.txn", journal_format.MAGIC), ("*.log", entry_log_format.MAGIC)):
+        # The journal gets random garbage (a torn or corrupt tail: replay must stop at it).
+        # The entry log gets what a write cut short leaves: the first part of a record. Random
+        # garbage there whose first word reads as a record size is indistinguishable from
+        # corruption before live data, so GC keeps such a log (conservative, never deletes).
+        record = entry_log_format.encode_record(rng.getrandbits(40), rng.getrandbits(20),
+                                                rng.randbytes(rng.randint(1, TORN_BYTES)))
+        for pattern, magic, garbage in (
+                ("*.txn", journal_format.MAGIC, rng.randbytes(rng.randint(1, TORN_BYTES))),
+                ("*.log", entry_log_format.MAGIC, record[: rng.randint(1, len(record) - 1)])):
             # by magic: RocksDB's write-ahead logs are *.log files too
             files = sorted((p for p in data_dir.rglob(pattern) if _starts_with(p, magic)),
                            key=lambda p: p.stat().st_mtime)
             if files:
-                tear_tail(files[-1], rng.randbytes(rng.randint(1, TORN_BYTES)))
+                tear_tail(files[-1], garbage)
         time.sleep(fault.duration)
         self.topo.restart(target)
 
