@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 def _coerce(field: dataclasses.Field, raw: str) -> Any:  # type: ignore[type-arg]
     default = field.default
+    if field.default_factory is list:  # type: ignore[comparison-overlap]
+        return [item.strip() for item in raw.split(",") if item.strip()]  # --set superuser_roles=a,b
     if isinstance(default, bool):
         return raw.lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):

@@ -19,6 +19,7 @@ import trio
 from bookie.client import BookKeeper, ClientConfig
 from bookie.client.local_bookie import RequestHandler
 from broker.admin import serve_admin
+from broker.authorization import Authorizer
 from broker.config import BrokerConfig, managed_ledger_config
 from broker.connection import ServerConnection
 from broker.entry_meta import parse_metadata
@@ -45,6 +46,7 @@ from metadata import values
 from metadata.errors import MetadataError
 from metadata.store import MetadataStore
 from quire.config import naming_the_port
+from quire.security.providers import AuthenticationService
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,10 @@ class BrokerService:
         self.factory = ml_factory
         self.namespaces = NamespaceResources(store, config.cluster_name, config.default_number_of_namespace_bundles)
         self.schemas = SchemaRegistry(store)
+        self.authn = AuthenticationService.from_config(config)
+        self.authz = Authorizer(config, self.namespaces)
+        # bcrypt checks run in threads; two at a time keeps a login storm from starving the loop
+        self.auth_limiter = trio.CapacityLimiter(2)
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
         self.topics: dict[str, PersistentTopic] = {}

@@ -16,17 +16,16 @@ from .connection import ClientConnection, ConnectionConfig
 
 
 def parse_service_url(url: str) -> list[tuple[str, int]]:
-    """``pulsar://h1:6650,h2:6651`` -> [(h1, 6650), (h2, 6651)]."""
+    """``pulsar://h1:6650,h2:6651`` -> [(h1, 6650), (h2, 6651)] (``pulsar+ssl://``: TLS, port 6651)."""
     parts = urlsplit(url)
     if parts.scheme not in ("pulsar", "pulsar+ssl"):
         raise errors.InvalidUrl(f"unsupported service URL {url!r} (expected pulsar://host:port)")
-    if parts.scheme == "pulsar+ssl":
-        raise errors.InvalidUrl("TLS is not supported by this client")
+    default_port = "6651" if parts.scheme == "pulsar+ssl" else "6650"
     out = []
     for hostport in parts.netloc.split(","):
         host, _, port = hostport.rpartition(":")
         if not host:
-            host, port = hostport, "6650"
+            host, port = hostport, default_port
         try:
             out.append((host.strip("[]"), int(port)))
         except ValueError:
@@ -81,7 +80,18 @@ class ConnectionPool:
     async def _connect_host(self, url: str, host: str, port: int) -> ClientConnection:
         try:
             with trio.fail_after(self._config.connection_timeout_s):
-                stream = await trio.open_tcp_stream(host, port)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                if url.startswith("pulsar+ssl://"):
+                    if self._config.tls_context is None:
+                        raise errors.InvalidConfiguration(f"{url} needs TLS: set use_tls or a trust file")
+                    tls = trio.SSLStream(stream, self._config.tls_context, server_hostname=host)
+                    try:
+                        await tls.do_handshake()
+                    except (trio.BrokenResourceError, ssl.SSLError) as exc:
+                        await trio.aclose_forcefully(stream)
+                        raise errors.ConnectError(f"TLS handshake with {host}:{port} failed: "
+                                                  f"{exc.__cause__ or exc}") from None
+                    stream = tls
                 cnx = ClientConnection(url, stream, self._config)
                 try:
                     await cnx.handshake()
