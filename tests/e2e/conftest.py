@@ -46,14 +46,15 @@ class Standalone:
         return new_client(self.url, **kwargs)
 
 
-def start_standalone(base: Path, *extra: str) -> Standalone:
+def start_standalone(base: Path, *extra: str, ready_path: str = "/admin/v2/clusters") -> Standalone:
+    """``ready_path``: what answers 200 once it serves (``/metrics`` when authentication is on)."""
     data = base / "data"
     for attempt in range(3):
         port, web = free_port(), free_port()
         proc = QuireProcess.quire(
             ["standalone", "--data-dir", str(data), "--port", str(port), "--web-port", str(web),
              "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING", *extra],
-            log_path=base / f"standalone-{attempt}.log", ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters",
+            log_path=base / f"standalone-{attempt}.log", ready_url=f"http://127.0.0.1:{web}{ready_path}",
         )
         proc.start()
         try:
