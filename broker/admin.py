@@ -58,6 +58,7 @@ from metadata.errors import InvalidPathError, MetadataError
 from metadata.paths import validate_path
 from quire.config import naming_the_port
 from quire.security.errors import SecurityError
+from quire.security.tls import ServerTls
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -748,14 +749,15 @@ class AdminApi:
     @_wrap
     async def lookup(self, request: Request) -> Any:
         name = self._topic(request)
-        url, redirect = await self.service.lookup(name)
-        http = self.service.web_url
+        url, url_tls, redirect = await self.service.lookup_urls(name)
+        http, http_tls = self.service.web_url, self.service.web_url_tls
         if redirect:
             policies = await self.ns.get_policies(name.namespace_name)
             assert self.service.ownership is not None
-            owner = await self.service.ownership.owner(name, policies["bundles"]["boundaries"])
-            http = (owner or {}).get("httpUrl", http)
-        return {"brokerUrl": url, "brokerUrlTls": "", "httpUrl": http, "httpUrlTls": "", "nativeUrl": url}
+            owner = await self.service.ownership.owner(name, policies["bundles"]["boundaries"]) or {}
+            http, http_tls = owner.get("httpUrl", http), owner.get("httpUrlTls")
+        return {"brokerUrl": url, "brokerUrlTls": url_tls or "", "httpUrl": http, "httpUrlTls": http_tls or "",
+                "nativeUrl": url}
 
     @_wrap
     async def health(self, request: Request) -> Any:
@@ -909,12 +911,31 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return _error(500, f"internal error: {type(exc).__name__}")
 
 
+class _TlsConfig(Config):
+    """hypercorn's Config with our ServerTls context (reloaded when its files change)."""
+
+    tls: ServerTls | None = None
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self.tls is not None
+
+    def create_ssl_context(self) -> Any:
+        return self.tls.context if self.tls is not None else None
+
+
 async def serve_admin(service: "BrokerService", host: str, port: int, *,
                       task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the admin HTTP server; started() reports the bound port."""
     guard_connections()
-    config = Config()
+    config = _TlsConfig()
     config.bind = [f"{host}:{port}"]
+    tls_port = service.config.web_service_port_tls
+    tls = ServerTls.from_config(service.config, alpn=["http/1.1"]) if tls_port >= 0 else None
+    if tls is not None:  # hypercorn: "bind" is the TLS side once TLS is on, "insecure_bind" plain HTTP
+        config.tls = tls
+        config.insecure_bind = config.bind
+        config.bind = [f"{host}:{tls_port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger(f"{__name__}.http")
     config.graceful_timeout = 1.0
@@ -925,7 +946,12 @@ async def serve_admin(service: "BrokerService", host: str, port: int, *,
     with naming_the_port("web_service_port", host, port):
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(start)
-            bound = int(binds[0].rsplit(":", 1)[1])
+            bound = next(int(b.rsplit(":", 1)[1]) for b in binds if b.startswith("http://"))
             service.web_port = bound
+            for b in binds:
+                if b.startswith("https://"):
+                    service.web_port_tls = int(b.rsplit(":", 1)[1])
+            if tls is not None:
+                nursery.start_soon(tls.watch)
             task_status.started(bound)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, Mapping
 
+from broker.errors import NamespaceNotFoundError
 from broker.names import NamespaceName, TopicName
 from clients.protocol import pulsar_api_pb2 as pb
 from quire.security.errors import AuthenticationError, AuthorizationError
@@ -152,7 +153,10 @@ class Authorizer:
             return
         if access is Access.TENANT_ADMIN or ns is None:
             raise AuthorizationError(f"{role:.80} is not an admin of tenant {tenant}")
-        policies = await self.namespaces.get_policies(ns, validate=False)
+        try:
+            policies = await self.namespaces.get_policies(ns, validate=False)
+        except NamespaceNotFoundError:
+            policies = {}  # refused like any ungranted namespace: whether it exists is no one's business
         auth = _object(policies.get("auth_policies"))
         granted = _strings(_object(auth.get("namespace_auth")).get(role))
         if access is Access.NAMESPACE_READ:

@@ -131,11 +131,13 @@ class ServerConnection:
         try:
             # LOOKUP answers "connect here" with the address this client reached us at, so a
             # single broker works whatever name or interface the client used.
-            host, port = sock.getsockname()[:2]
-            scheme = "pulsar+ssl" if self.tls else "pulsar"
-            self.local_service_url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+            host = sock.getsockname()[0]
+            host = f"[{host}]" if ":" in host else host
+            self.local_service_url = f"pulsar://{host}:{service.port}"
+            self.local_service_url_tls = f"pulsar+ssl://{host}:{service.tls_port}" if service.tls_port is not None else None
         except OSError:
             self.local_service_url = service.service_url
+            self.local_service_url_tls = service.service_url_tls
         self.decoder = frames.FrameDecoder(self.config.max_message_size + frames.MESSAGE_SIZE_FRAME_PADDING)
         self.remote_version = 0
         self.client_version = ""
@@ -525,10 +527,11 @@ class ServerConnection:
 
     async def _on_lookup(self, c: pb.CommandLookupTopic) -> None:
         name = TopicName.parse(c.topic)
-        url, redirect = await self.service.lookup(name, authoritative=c.authoritative)
+        url, url_tls, redirect = await self.service.lookup_urls(name, authoritative=c.authoritative)
         if not redirect:
-            url = self.local_service_url
-        self.write(C.lookup_response(c.request_id, broker_service_url=url, redirect=redirect, authoritative=True))
+            url, url_tls = self.local_service_url, self.local_service_url_tls
+        self.write(C.lookup_response(c.request_id, broker_service_url=url, broker_service_url_tls=url_tls,
+                                     redirect=redirect, authoritative=True))
 
     async def _on_get_topics(self, c: pb.CommandGetTopicsOfNamespace) -> None:
         ns = NamespaceName.parse(c.namespace)

@@ -7,6 +7,7 @@ every connection.
 
 from __future__ import annotations
 
+import ssl
 from urllib.parse import urlsplit
 
 import trio
@@ -100,6 +101,8 @@ class ConnectionPool:
                     raise
         except trio.TooSlowError:
             raise errors.ConnectError(f"connecting to {host}:{port} timed out") from None
+        except trio.BrokenResourceError as exc:  # e.g. TLS 1.3: the broker refused our certificate after the handshake
+            raise errors.ConnectError(f"{host}:{port} closed the connection: {exc.__cause__ or exc}") from None
         except OSError as exc:
             raise errors.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
         return cnx
