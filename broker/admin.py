@@ -54,7 +54,7 @@ from broker.policies import (
 from broker.topic import EARLIEST, LATEST, PersistentTopic
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
-from metadata.errors import InvalidPathError, MetadataError
+from metadata.errors import InvalidPathError, MetadataError, StoreUnavailableError
 from metadata.paths import validate_path
 from quire.config import naming_the_port
 from quire.security.errors import SecurityError
@@ -138,7 +138,10 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
             except MetadataError as exc:
                 if isinstance(exc, InvalidPathError):  # a name the store cannot hold ('..', '.')
                     return _error(412, f"invalid name: {exc}")
-                return _error(500, f"metadata store error: {exc}")
+                # The store's text can name files on this host: it goes to the log, not the caller.
+                log.warning("admin %s %s: metadata store error: %s", request.method, request.url.path, exc)
+                return _error(503 if isinstance(exc, StoreUnavailableError) else 500,
+                              f"metadata store error: {type(exc).__name__}")
             except ManagedLedgerError as exc:
                 return _error(500, f"managed ledger error: {exc}")
             except (ValueError, KeyError) as exc:

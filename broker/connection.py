@@ -394,7 +394,12 @@ class ServerConnection:
             if isinstance(exc, (BrokerError, SecurityError)):
                 log.info("%s from %s failed: %r", C.type_name(command), self.address, exc)
             return expected
-        message = str(exc) if expected else f"internal error: {type(exc).__name__}"
+        if not expected:
+            message = f"internal error: {type(exc).__name__}"
+        elif isinstance(exc, MetadataError):
+            message = f"metadata store error: {type(exc).__name__}"  # its text can name files on this host
+        else:
+            message = str(exc)
         self.write(error_reply(command, request_id, server_error_code(exc), message or type(exc).__name__))
         return True
 
