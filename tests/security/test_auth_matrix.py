@@ -193,8 +193,12 @@ def test_matrix_with_official_client(seeded: SecureNode) -> None:
         assert f"failed authentication" in log and reason in log, reason
 
 
-def test_secrets_never_reach_the_log(seeded: SecureNode) -> None:
-    log = seeded.node.proc.log_text()
+def test_secrets_never_reach_the_log_or_stats(seeded: SecureNode) -> None:
+    with seeded.admin() as a:
+        stats = [a.get(f"/admin/v2/persistent/acme/ns/matrix/{what}").text for what in ("stats", "internalStats")]
+        stats.append(a.get("/metrics").text)
+        stats.append(a.get("/admin/v2/namespaces/acme/ns").text)  # policies with the grants
+    log = seeded.node.proc.log_text() + "".join(stats)
     for name, cred in credentials(seeded).items():
         if cred is not None:
             secret = cred[1].split(":", 1)[1] if cred[0] == "basic" else cred[1]
