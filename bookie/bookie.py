@@ -19,6 +19,7 @@ import trio
 
 from bookie import cookie, log_mark
 from bookie import journal_format as jf
+from bookie.auth import authenticator
 from bookie.config import MB, BookieConfig
 from bookie.garbage_collector import GarbageCollector, check_gc_config
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
@@ -47,6 +48,7 @@ class Bookie:
         self.sync_thread: SyncThread | None = None
         self.gc: list[GarbageCollector] = []  # one per ledger dir, created once storage is open
         check_gc_config(config)
+        self.authenticator = authenticator(config)  # None: no identity required of clients
         self.processor = RequestProcessor(
             config, self.storage, self.journal, self.state, self.metrics,
             self._ledger_exists if store is not None else None,
@@ -198,6 +200,7 @@ class Bookie:
             high_water=cfg.server_write_buffer_high_water_mark,
             low_water=cfg.server_write_buffer_low_water_mark,
             stall_timeout=cfg.connection_stall_timeout_ms / 1000.0,
+            auth=self.authenticator,
         )
         with self._server_scope:
             async with trio.open_nursery() as nursery:

@@ -24,9 +24,11 @@ from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from bookie.protocol import (
     FrameDecoder,
+    Op,
     ProtocolError,
     Request,
     Response,
+    Status,
     decode_response,
     encode_add_request,
     encode_request,
@@ -69,6 +71,7 @@ class BookieConnection:
         self._running = False
         self._closed = False
         self._cancel: trio.CancelScope | None = None
+        self._token = config.auth_token()  # presented first on every connection, if configured
 
     @property
     def outstanding(self) -> int:
@@ -149,6 +152,8 @@ class BookieConnection:
                             stream.setsockopt(6, 1, 1)  # TCP_NODELAY: latency of small acks matters
                         except OSError:
                             pass
+                        if self._token is not None:  # before any queued request: the bookie checks it first
+                            await stream.send_all(encode_request(Request(Op.AUTH, 0, body=self._token)))
                         async with trio.open_nursery() as inner:
                             stop = inner.cancel_scope
                             inner.start_soon(self._guard, self._writer, stream, stop)
@@ -193,6 +198,8 @@ class BookieConnection:
             for frame in decoder.feed(data):
                 resp = decode_response(frame)
                 p = pending.pop(resp.request_id, None)
+                if p is None and resp.op == Op.AUTH and resp.status != Status.OK:
+                    raise ProtocolError(f"bookie {self.bookie_id} refused this client's identity (UNAUTHORIZED)")
                 if p is not None:  # else: it already timed out
                     try:  # (inlined _complete: once per reply)
                         p[0](resp.status, resp)
