@@ -123,24 +123,17 @@ def protocol_ops(lib: Any, make_auth: Callable[[tuple[str, str] | None], Any], u
     return out
 
 
-def official_auth(cred: tuple[str, str] | None) -> Any:
-    if cred is None:
-        return None
-    method, secret = cred
-    if method == "token":
-        return pulsar.AuthenticationToken(secret)
-    user, _, password = secret.partition(":")
-    return pulsar.AuthenticationBasic(user, password)
-
-
-def quire_auth(cred: tuple[str, str] | None) -> Any:
-    if cred is None:
-        return None
-    method, secret = cred
-    if method == "token":
-        return clients.AuthenticationToken(secret)
-    user, _, password = secret.partition(":")
-    return clients.AuthenticationBasic(user, password)
+def auth_for(lib: Any) -> Callable[[tuple[str, str] | None], Any]:
+    """The authentication object of ``lib`` (``pulsar`` or ``clients``: the same names) for a credential."""
+    def make(cred: tuple[str, str] | None) -> Any:
+        if cred is None:
+            return None
+        method, secret = cred
+        if method == "token":
+            return lib.AuthenticationToken(secret)
+        user, _, password = secret.partition(":")
+        return lib.AuthenticationBasic(user, password)
+    return make
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +156,7 @@ def grid(results: dict[str, dict[str, str]]) -> dict[str, list[str]]:
 def test_matrix_with_quire_client(seeded: SecureNode) -> None:
     results = {}
     for name, cred in credentials(seeded).items():
-        row = protocol_ops(clients, quire_auth, seeded.node.url, cred, OPS[:4], timeout=10)
+        row = protocol_ops(clients, auth_for(clients), seeded.node.url, cred, OPS[:4], timeout=10)
         row.update(admin_ops(seeded, cred))
         results[name] = row
     assert grid(results) == EXPECTED
@@ -173,7 +166,7 @@ def test_matrix_with_official_client(seeded: SecureNode) -> None:
     results = {}
     creds = credentials(seeded)
     for name in ROLES:
-        row = protocol_ops(pulsar, official_auth, seeded.node.url, creds[name], OPS[:4], timeout=10)
+        row = protocol_ops(pulsar, auth_for(pulsar), seeded.node.url, creds[name], OPS[:4], timeout=10)
         row.update(admin_ops(seeded, creds[name]))
         results[name] = row
     # The C++ client reports an ERROR AuthorizationError answering GET_TOPICS_OF_NAMESPACE (what
@@ -184,7 +177,7 @@ def test_matrix_with_official_client(seeded: SecureNode) -> None:
     assert grid(results) == {name: EXPECTED[name] for name in ROLES}
     log_before = len(seeded.node.proc.log_text())
     for name in UNAUTHENTICATED:
-        row = protocol_ops(pulsar, official_auth, seeded.node.url, creds[name], ["lookup"], timeout=2)
+        row = protocol_ops(pulsar, auth_for(pulsar), seeded.node.url, creds[name], ["lookup"], timeout=2)
         # The C++ client retries a refused CONNECT until its timeout (Timeout), or reports it.
         assert row["lookup"] in (authn, "Timeout: Pulsar error: TimeOut"), (name, row)
     log = seeded.node.proc.log_text()[log_before:]
