@@ -89,13 +89,14 @@ def client(standalone: Standalone) -> Iterator[pulsar.Client]:
 
 # -- cluster mode: ZooKeeper + bookie processes + broker processes ------------------------------
 
-def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000, *extra: str) -> tuple[int, int]:
+def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000, *extra: str,
+                 ready_path: str = "/admin/v2/clusters") -> tuple[int, int]:
     port, web = free_port(), free_port()
     procs("broker", "--metadata-url", zk_url, "--port", str(port), "--web-port", str(web),
           "--set", f"metadata_store_session_timeout_millis={session_ms}",
           "--set", "managed_ledger_default_ensemble_size=2", "--set", "managed_ledger_default_write_quorum=2",
           "--set", "managed_ledger_default_ack_quorum=2", "--log-level", "WARNING", *extra,
-          ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=60)
+          ready_url=f"http://127.0.0.1:{web}{ready_path}", timeout=60)
     return port, web
 
 
