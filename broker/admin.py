@@ -211,15 +211,21 @@ class AdminApi:
         authn = self.service.authn
         if not authn.enabled or (access is not None and not self.service.authz.needs_role(access)):
             return None
-        method, data = authn.http_credentials(request.headers.get("authorization"))
-        provider = authn.provider(method)
-        if provider is None:
-            return authn.anonymous(None).role
-        if provider.blocking:
-            result = await trio.to_thread.run_sync(provider.authenticate, data, None,
-                                                   limiter=self.service.auth_limiter)
-        else:
-            result = provider.authenticate(data, None)
+        method = "none"
+        try:
+            method, data = authn.http_credentials(request.headers.get("authorization"))
+            provider = authn.provider(method)
+            if provider is None:
+                result = authn.anonymous(None)
+            elif provider.blocking:
+                result = await trio.to_thread.run_sync(provider.authenticate, data, None,
+                                                       limiter=self.service.auth_limiter)
+            else:
+                result = provider.authenticate(data, None)
+        except SecurityError as exc:
+            self.service.metrics.authentication_failed(method, str(exc))
+            raise
+        self.service.metrics.authenticated(result.method)
         return result.role
 
     def _namespace(self, request: Request) -> NamespaceName:

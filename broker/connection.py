@@ -492,9 +492,12 @@ class ServerConnection:
             # Pulsar answers ERROR and closes; the reason says what is wrong, never the secret.
             log.info("connection %s failed authentication (%s): %s", self.address,
                      c.auth_method_name[:20] or "none", exc)
+            self.service.metrics.authentication_failed(c.auth_method_name, str(exc))
             self.write(C.error(_NO_REQUEST, pb.ServerError.AuthenticationError, f"Unable to authenticate: {exc}"))
             return False
         self.connected = True
+        if self.auth.role is not None:
+            self.service.metrics.authenticated(self.auth.method)
         self.write(C.connected(SERVER_VERSION, min(self.remote_version, C.PROTOCOL_VERSION),
                                max_message_size=self.config.max_message_size))
         return True

@@ -160,6 +160,13 @@ def test_matrix_with_quire_client(seeded: SecureNode) -> None:
         row.update(admin_ops(seeded, cred))
         results[name] = row
     assert grid(results) == EXPECTED
+    metrics = httpx.get(f"{seeded.node.admin}/metrics").text  # public unless authenticate_metrics_endpoint
+    for reason in ("authentication required", "malformed token", "token signature verification failed",
+                   "token expired"):
+        assert re.search(r'pulsar_authentication_failures_total\{auth_method="\w+",provider_name="\w+",'
+                         rf'reason="{reason}"\}} [1-9]', metrics), reason
+    assert re.search(r'pulsar_authentication_success_total\{auth_method="basic",'
+                     r'provider_name="AuthenticationProviderBasic"\} [1-9]', metrics)
 
 
 def test_matrix_with_official_client(seeded: SecureNode) -> None:
