@@ -13,6 +13,7 @@ Embeddable: ``await bookie.start(nursery)`` / ``await bookie.close()``, or
 from __future__ import annotations
 
 import logging
+from typing import Any
 from functools import partial
 
 import trio
@@ -20,6 +21,7 @@ import trio
 from bookie import cookie, log_mark
 from bookie import journal_format as jf
 from bookie.auth import authenticator
+from quire.security.tls import ServerTls
 from bookie.config import MB, BookieConfig
 from bookie.garbage_collector import GarbageCollector, check_gc_config
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
@@ -92,6 +94,11 @@ class Bookie:
         cfg = self.config
         self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
         self.port = self._listeners[0].socket.getsockname()[1]
+        self.tls = None
+        if cfg.tls_provider_factory_class:  # every connection on the bookie port speaks TLS
+            self.tls = ServerTls(cfg.tls_certificate_path, cfg.tls_key_store, cfg.tls_trust_store,
+                                 require_client_cert=cfg.tls_client_authentication,
+                                 refresh_seconds=cfg.tls_cert_files_refresh_duration_seconds)
         if cfg.bookie_port == 0:
             cfg.bookie_port = self.port
         try:
@@ -204,7 +211,11 @@ class Bookie:
         )
         with self._server_scope:
             async with trio.open_nursery() as nursery:
-                await nursery.start(trio.serve_listeners, handler, self._listeners)
+                listeners: list[Any] = list(self._listeners)
+                if self.tls is not None:
+                    listeners = [trio.SSLListener(ln, self.tls.context, https_compatible=False) for ln in listeners]
+                    nursery.start_soon(self.tls.watch)
+                await nursery.start(trio.serve_listeners, handler, listeners)
                 task_status.started(self.port)
 
     # --- shutdown --------------------------------------------------------------------------

@@ -46,6 +46,15 @@ class BookieConfig:
     bookie_auth_token_public_key: str = ""
     bookie_auth_token_public_alg: str = "RS256"
     bookie_auth_allowed_roles: list[str] = field(default_factory=list)
+    # TLS on the bookie port (BookKeeper's tlsProviderFactoryClass; "" = plain TCP, anything else
+    # = every connection is TLS): PEM certificate and key, trust store for client certificates
+    # (required with tls_client_authentication), files re-read every ..._refresh_duration_seconds.
+    tls_provider_factory_class: str = ""
+    tls_certificate_path: str = ""
+    tls_key_store: str = ""
+    tls_trust_store: str = ""
+    tls_client_authentication: bool = False
+    tls_cert_files_refresh_duration_seconds: int = 300
 
     # --- directories --------------------------------------------------------------------
     journal_directory: str = "/tmp/bk-txn"

@@ -256,7 +256,8 @@ async def _receive(stream: trio.SocketStream, conn: Connection, budget: ReceiveB
             return data, len(data)
         # Wait for data first, then size the read from the room left right now: no other
         # reader runs in between, so together they never receive past the budget.
-        await trio.lowlevel.wait_readable(stream.socket)
+        if isinstance(stream, trio.SocketStream):  # (a TLS stream may hold decrypted bytes: no wait)
+            await trio.lowlevel.wait_readable(stream.socket)
         size = budget.room()
         if size >= _MIN_RECEIVE or size == _RECEIVE_SIZE:
             break
