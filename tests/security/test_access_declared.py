@@ -143,3 +143,11 @@ def test_undeclared_route_has_no_access() -> None:
     assert _access_of(["GET"], "GET") is None
     assert _access_of({"GET": Access.LOOKUP}, "HEAD") is Access.LOOKUP
     assert _access_of({"GET": Access.LOOKUP}, "PUT") is None
+
+
+def test_which_accesses_need_credentials() -> None:
+    a = _authorizer()
+    assert not a.needs_role(Access.PUBLIC) and not a.needs_role(Access.METRICS)
+    assert a.needs_role(Access.AUTHENTICATED) and a.needs_role(Access.LOOKUP)
+    assert _authorizer(authenticate_metrics_endpoint=True).needs_role(Access.METRICS)
+    assert not _authorizer(authentication_enabled=False).needs_role(Access.SUPERUSER)
