@@ -63,20 +63,25 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
     node = start_standalone(base, *security_args(key_file, htpasswd), "--log-level", "INFO", ready_path="/metrics")
     sn = SecureNode(node, key, base, passwords)
     try:
-        with sn.admin() as a:
-            for tenant in ("acme", "other"):
-                r = a.put(f"/admin/v2/tenants/{tenant}",
-                          json={"adminRoles": [f"{tenant}-admin"], "allowedClusters": ["standalone"]})
-                assert r.status_code == 204, r.text
-                assert a.put(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
-            for role in ("granted", "granted-basic"):
-                r = a.post(f"/admin/v2/namespaces/acme/ns/permissions/{role}", json=["produce", "consume"])
-                assert r.status_code == 204, r.text
+        setup_tenants(sn)
         yield sn
     finally:
         code = node.proc.terminate()
         print(node.proc.log_tail(30))
     assert code == 0
+
+
+def setup_tenants(sn: SecureNode) -> None:
+    """Tenants acme and other (admins acme-admin, other-admin), namespaces */ns, grants on acme/ns."""
+    with sn.admin() as a:
+        for tenant in ("acme", "other"):
+            r = a.put(f"/admin/v2/tenants/{tenant}",
+                      json={"adminRoles": [f"{tenant}-admin"], "allowedClusters": ["standalone"]})
+            assert r.status_code == 204, r.text
+            assert a.put(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
+        for role in ("granted", "granted-basic"):
+            r = a.post(f"/admin/v2/namespaces/acme/ns/permissions/{role}", json=["produce", "consume"])
+            assert r.status_code == 204, r.text
 
 
 def basic_header(user: str, password: str) -> dict[str, str]:

@@ -136,8 +136,8 @@ def auth_for(lib: Any) -> Callable[[tuple[str, str] | None], Any]:
     return make
 
 
-@pytest.fixture(scope="module")
-def seeded(secure: SecureNode) -> SecureNode:
+def seed(secure: SecureNode) -> None:
+    """Ten messages on the matrix topic for the consume column."""
     c = clients.Client(secure.node.url, authentication=clients.AuthenticationToken(secure.token(SUPERUSER)))
     try:
         p = c.create_producer(TOPIC)
@@ -146,7 +146,22 @@ def seeded(secure: SecureNode) -> SecureNode:
         p.close()
     finally:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def seeded(secure: SecureNode) -> SecureNode:
+    seed(secure)
     return secure
+
+
+def quire_matrix(sn: SecureNode) -> dict[str, list[str]]:
+    """Every identity x every operation with clients/ and the admin API."""
+    results = {}
+    for name, cred in credentials(sn).items():
+        row = protocol_ops(clients, auth_for(clients), sn.node.url, cred, OPS[:4], timeout=10)
+        row.update(admin_ops(sn, cred))
+        results[name] = row
+    return grid(results)
 
 
 def grid(results: dict[str, dict[str, str]]) -> dict[str, list[str]]:
@@ -154,12 +169,7 @@ def grid(results: dict[str, dict[str, str]]) -> dict[str, list[str]]:
 
 
 def test_matrix_with_quire_client(seeded: SecureNode) -> None:
-    results = {}
-    for name, cred in credentials(seeded).items():
-        row = protocol_ops(clients, auth_for(clients), seeded.node.url, cred, OPS[:4], timeout=10)
-        row.update(admin_ops(seeded, cred))
-        results[name] = row
-    assert grid(results) == EXPECTED
+    assert quire_matrix(seeded) == EXPECTED
     metrics = httpx.get(f"{seeded.node.admin}/metrics").text  # public unless authenticate_metrics_endpoint
     for reason in ("authentication required", "malformed token", "token signature verification failed",
                    "token expired"):

@@ -1,6 +1,7 @@
 """Security in cluster mode (issue 18): real ZooKeeper, two ``quire bookie`` processes that
-require a token of their clients (role ``broker``), one ``quire broker`` with token
-authentication and authorization whose ledger client presents the broker's token. The official
+require a token of their clients (role ``broker``), one ``quire broker`` with token and basic
+authentication and authorization whose ledger client presents the broker's token. The
+identity x operation matrix runs here with ``clients/`` as on the standalone. The official
 client produces and consumes through it; clients without credentials or the right role are
 refused; a ledger client with no token or a forged one cannot write to the bookies."""
 
@@ -22,6 +23,8 @@ from tests.e2e.conftest import new_client, start_broker
 from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.security.conftest import SecureNode, setup_tenants, write_security_files
+from tests.security.test_auth_matrix import EXPECTED, quire_matrix, seed
 
 
 class SecureCluster:
@@ -29,10 +32,15 @@ class SecureCluster:
                  bookie_key: bytes) -> None:
         self.procs, self.zk_url, self.port, self.web = procs, zk_url, port, web
         self.client_key, self.bookie_key = client_key, bookie_key
+        self.secure: SecureNode  # the matrix helpers' view of this cluster (set by the fixture)
 
     @property
     def url(self) -> str:
         return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def admin(self) -> str:
+        return f"http://127.0.0.1:{self.web}"
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +58,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
         'bookie_auth_provider_factory_class = "token"\n'
         f'bookie_auth_token_secret_key = "file://{base / "bookie.key"}"\n'
         'bookie_auth_allowed_roles = ["broker"]\n')
+    _, _, htpasswd, passwords = write_security_files(base)
     (base / "broker.toml").write_text(
-        "authentication_enabled = true\nauthentication_providers = [\"token\"]\n"
+        f'basic_auth_conf = "{htpasswd}"\n'
+        "authentication_enabled = true\nauthentication_providers = [\"token\", \"basic\"]\n"
         "authorization_enabled = true\nsuperuser_roles = [\"admin\"]\n"
         f'token_secret_key = "file://{base / "client.key"}"\n'
         "[bookkeeper_client]\nclient_auth_provider_factory_class = \"token\"\n"
@@ -61,7 +71,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
         for i in range(2):
             start_bookie(procs, zk_url, base, i, "--conf", str(base / "bookie.toml"))
         port, web = start_broker(procs, zk_url, 30000, "--conf", str(base / "broker.toml"), ready_path="/metrics")
-        yield SecureCluster(procs, zk_url, port, web, client_key, bookie_key)
+        sc = SecureCluster(procs, zk_url, port, web, client_key, bookie_key)
+        sc.secure = SecureNode(sc, client_key, base, passwords)  # type: ignore[arg-type]  # has url/admin as a Standalone
+        setup_tenants(sc.secure)
+        seed(sc.secure)
+        yield sc
         codes = [p.terminate() for p in reversed(procs.procs)]
         assert codes == [0] * len(codes), codes
     finally:
@@ -88,6 +102,11 @@ def test_clients_through_a_secured_broker_and_bookies(cluster: SecureCluster) ->
             stranger.create_producer("persistent://public/default/secure-cluster")
     finally:
         stranger.close()
+
+
+def test_matrix_on_a_cluster(cluster: SecureCluster) -> None:
+    """The issue-18 matrix with clients/ against the cluster (the standalone runs it with both clients)."""
+    assert quire_matrix(cluster.secure) == EXPECTED
 
 
 @pytest.mark.parametrize("role_key", ["broker", "none", "forged", "wrong-role"])
