@@ -323,7 +323,8 @@ async def _serve(
                         conn.pending += 1
                         if req.op == _AUTH or not conn.authenticated:
                             if not _authenticate(req, conn, auth):
-                                raise ProtocolError(f"{req.op.name} before a valid AUTH: unauthorized")
+                                raise ProtocolError("AUTH refused: invalid token or role not allowed" if req.op == _AUTH
+                                                    else f"{req.op.name} before a valid AUTH: unauthorized")
                             continue
                         if not fast(req, conn):
                             if req.op == _ADD or (req.timeout_ms > 0 and req.previous_lac >= 0):

@@ -1,5 +1,5 @@
 """Security in cluster mode (issue 18): real ZooKeeper, two ``quire bookie`` processes that
-require a token of their clients (role ``broker``), one ``quire broker`` with token and basic
+serve TLS only and require a token of their clients (role ``broker``), one ``quire broker`` with token and basic
 authentication and authorization whose ledger client presents the broker's token. The
 identity x operation matrix runs here with ``clients/`` as on the standalone. The official
 client produces and consumes through it; clients without credentials or the right role are
@@ -23,6 +23,7 @@ from tests.e2e.conftest import new_client, start_broker
 from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.security.certs import CertificateAuthority
 from tests.security.conftest import SecureNode, setup_tenants, write_security_files
 from tests.security.test_auth_matrix import EXPECTED, quire_matrix, seed
 
@@ -33,6 +34,7 @@ class SecureCluster:
         self.procs, self.zk_url, self.port, self.web = procs, zk_url, port, web
         self.client_key, self.bookie_key = client_key, bookie_key
         self.secure: SecureNode  # the matrix helpers' view of this cluster (set by the fixture)
+        self.ca_file = ""  # the CA of the bookies' TLS certificates
 
     @property
     def url(self) -> str:
@@ -54,10 +56,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
     client_key, bookie_key = create_secret_key(), create_secret_key()  # clients->broker, broker->bookies
     (base / "client.key").write_bytes(client_key)
     (base / "bookie.key").write_bytes(bookie_key)
+    ca = CertificateAuthority(base)
+    bookie_cert = ca.issue("bookie-tls", "bookie", ips=("127.0.0.1",))  # (not bookie.key: the token key)
     (base / "bookie.toml").write_text(
         'bookie_auth_provider_factory_class = "token"\n'
         f'bookie_auth_token_secret_key = "file://{base / "bookie.key"}"\n'
-        'bookie_auth_allowed_roles = ["broker"]\n')
+        'bookie_auth_allowed_roles = ["broker"]\n'
+        f'tls_provider_factory_class = "OpenSSL"\ntls_certificate_path = "{bookie_cert.cert}"\n'
+        f'tls_key_store = "{bookie_cert.key}"\n')
     _, _, htpasswd, passwords = write_security_files(base)
     (base / "broker.toml").write_text(
         f'basic_auth_conf = "{htpasswd}"\n'
@@ -65,6 +71,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
         "authorization_enabled = true\nsuperuser_roles = [\"admin\"]\n"
         f'token_secret_key = "file://{base / "client.key"}"\n'
         "[bookkeeper_client]\nclient_auth_provider_factory_class = \"token\"\n"
+        f'tls_provider_factory_class = "OpenSSL"\ntls_trust_store = "{ca.file}"\n'
+        "tls_hostname_verification_enabled = true\n"
         f'client_auth_token = "{create_token("broker", secret_key=bookie_key)}"\n')
     procs = QuireProcesses(base / "logs")
     try:
@@ -72,6 +80,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
             start_bookie(procs, zk_url, base, i, "--conf", str(base / "bookie.toml"))
         port, web = start_broker(procs, zk_url, 30000, "--conf", str(base / "broker.toml"), ready_path="/metrics")
         sc = SecureCluster(procs, zk_url, port, web, client_key, bookie_key)
+        sc.ca_file = str(ca.file)
         sc.secure = SecureNode(sc, client_key, base, passwords)  # type: ignore[arg-type]  # has url/admin as a Standalone
         setup_tenants(sc.secure)
         seed(sc.secure)
@@ -114,7 +123,9 @@ async def test_bookies_refuse_ledger_clients_without_the_broker_identity(cluster
     token = {"broker": create_token("broker", secret_key=cluster.bookie_key), "none": None,
              "forged": create_token("broker", secret_key=create_secret_key()),
              "wrong-role": create_token("intruder", secret_key=cluster.bookie_key)}[role_key]
-    cfg = ClientConfig(add_entry_timeout_s=2.0, client_connect_timeout_ms=2000,
+    # TLS like the broker's, so only the identity differs
+    cfg = ClientConfig(add_entry_timeout_s=2.0, client_connect_timeout_ms=2000, tls_provider_factory_class="OpenSSL",
+                       tls_trust_store=cluster.ca_file,
                        **({"client_auth_provider_factory_class": "token", "client_auth_token": token} if token else {}))
     store = await open_store(cluster.zk_url)
     try:
