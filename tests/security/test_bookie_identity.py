@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import AsyncIterator
 
+import httpx
 import pytest
 import trio
 
@@ -53,7 +54,7 @@ async def _write(store: MetadataStore, token: str | None) -> list[bytes]:
 
 async def test_bookie_requires_a_valid_token(tmp_path: Path, store: MetadataStore) -> None:
     cfg = make_config(tmp_path, bookie_auth_provider_factory_class="token", bookie_auth_token_secret_key=KEY_VALUE,
-                      bookie_auth_allowed_roles=["broker"])
+                      bookie_auth_allowed_roles=["broker"], http_server_enabled=True, http_server_port=0)
     async with trio.open_nursery() as nursery:
         bookie = Bookie(cfg, store)
         await bookie.start(nursery)
@@ -73,6 +74,15 @@ async def test_bookie_requires_a_valid_token(tmp_path: Path, store: MetadataStor
                 with trio.fail_after(5):
                     await raw.add(7, 1, b"y")
             await raw.aclose()
+            # the bookie's admin HTTP wants the same identity; /metrics stays open
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{bookie.http_port}") as http:
+                assert (await http.get("/api/v1/bookie/state")).status_code == 401
+                assert (await http.put("/api/v1/bookie/gc", headers={"Authorization": "Bearer " + create_token(
+                    "someone-else", secret_key=KEY)})).status_code == 401
+                ok = await http.get("/api/v1/bookie/state",
+                                    headers={"Authorization": "Bearer " + create_token("broker", secret_key=KEY)})
+                assert ok.status_code == 200, ok.text
+                assert (await http.get("/metrics")).status_code == 200
         finally:
             await bookie.close()
             nursery.cancel_scope.cancel()
