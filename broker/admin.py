@@ -5,7 +5,9 @@ A starlette app served by hypercorn on trio inside the broker process. Errors ar
 value goes through ``broker.policies``; a path name the metadata store cannot hold is 412),
 413 for a body above ``http_max_request_size``, 404 for unknown resources, 409 for conflicts,
 307 to the owner for a topic this broker does not serve. An unexpected exception answers 500
-with its reason and is logged once; the server keeps serving.
+naming its type (its text, which may hold paths, goes to the log once); the server keeps serving.
+With authentication on, ``Authorization: Bearer <token>`` or ``Basic`` identifies the caller
+(401 otherwise) and each route's declared ``Access`` (``ROUTE_TABLE``) decides (403).
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ Error boundary: whatever one command raises stays with that command. Broker, met
 managed-ledger errors are answered with their Pulsar error code; anything else is a bug, logged
 once with its traceback and context, and answered UnknownError (or, for a command that carries
 no request id, the connection is closed). The connection's own failure closes only itself.
+
+Security: CONNECT's credentials are checked by the broker's AuthenticationService (a refusal is
+ERROR AuthenticationError, then close); every command is authorized as
+``broker.authorization.COMMAND_ACCESS`` declares (AuthorizationError in the command's answer);
+once the credentials expire, AUTH_CHALLENGE asks for fresh ones and the role must stay the same.
 """
 
 from __future__ import annotations
