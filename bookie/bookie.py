@@ -13,12 +13,15 @@ Embeddable: ``await bookie.start(nursery)`` / ``await bookie.close()``, or
 from __future__ import annotations
 
 import logging
+from typing import Any
 from functools import partial
 
 import trio
 
 from bookie import cookie, log_mark
 from bookie import journal_format as jf
+from bookie.auth import authenticator
+from quire.security.tls import ServerTls
 from bookie.config import MB, BookieConfig
 from bookie.garbage_collector import GarbageCollector, check_gc_config
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
@@ -47,6 +50,7 @@ class Bookie:
         self.sync_thread: SyncThread | None = None
         self.gc: list[GarbageCollector] = []  # one per ledger dir, created once storage is open
         check_gc_config(config)
+        self.authenticator = authenticator(config)  # None: no identity required of clients
         self.processor = RequestProcessor(
             config, self.storage, self.journal, self.state, self.metrics,
             self._ledger_exists if store is not None else None,
@@ -90,6 +94,11 @@ class Bookie:
         cfg = self.config
         self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
         self.port = self._listeners[0].socket.getsockname()[1]
+        self.tls = None
+        if cfg.tls_provider_factory_class:  # every connection on the bookie port speaks TLS
+            self.tls = ServerTls(cfg.tls_certificate_path, cfg.tls_key_store, cfg.tls_trust_store,
+                                 require_client_cert=cfg.tls_client_authentication,
+                                 refresh_seconds=cfg.tls_cert_files_refresh_duration_seconds)
         if cfg.bookie_port == 0:
             cfg.bookie_port = self.port
         try:
@@ -198,10 +207,15 @@ class Bookie:
             high_water=cfg.server_write_buffer_high_water_mark,
             low_water=cfg.server_write_buffer_low_water_mark,
             stall_timeout=cfg.connection_stall_timeout_ms / 1000.0,
+            auth=self.authenticator,
         )
         with self._server_scope:
             async with trio.open_nursery() as nursery:
-                await nursery.start(trio.serve_listeners, handler, self._listeners)
+                listeners: list[Any] = list(self._listeners)
+                if self.tls is not None:
+                    listeners = [trio.SSLListener(ln, self.tls.context, https_compatible=False) for ln in listeners]
+                    nursery.start_soon(self.tls.watch)
+                await nursery.start(trio.serve_listeners, handler, listeners)
                 task_status.started(self.port)
 
     # --- shutdown --------------------------------------------------------------------------

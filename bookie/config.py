@@ -38,6 +38,23 @@ class BookieConfig:
     max_request_buffer_size_mb: int = 128
     # A request frame must arrive whole, and queued replies be taken, within this; else close.
     connection_stall_timeout_ms: int = 30_000
+    # Identity required of brokers and other bookies (BookKeeper's bookieAuthProviderFactoryClass;
+    # "" = none, "token" = a JWT in an AUTH request first on every connection, checked with the
+    # secret or public key, the role one of bookie_auth_allowed_roles when that is not empty).
+    bookie_auth_provider_factory_class: str = ""
+    bookie_auth_token_secret_key: str = ""
+    bookie_auth_token_public_key: str = ""
+    bookie_auth_token_public_alg: str = "RS256"
+    bookie_auth_allowed_roles: list[str] = field(default_factory=list)
+    # TLS on the bookie port (BookKeeper's tlsProviderFactoryClass; "" = plain TCP, anything else
+    # = every connection is TLS): PEM certificate and key, trust store for client certificates
+    # (required with tls_client_authentication), files re-read every ..._refresh_duration_seconds.
+    tls_provider_factory_class: str = ""
+    tls_certificate_path: str = ""
+    tls_key_store: str = ""
+    tls_trust_store: str = ""
+    tls_client_authentication: bool = False
+    tls_cert_files_refresh_duration_seconds: int = 300
 
     # --- directories --------------------------------------------------------------------
     journal_directory: str = "/tmp/bk-txn"

@@ -171,7 +171,7 @@ def build_app(bookie: "Bookie") -> Starlette:
         bookie.publish_metrics()
         return Response(bookie.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/api/v1/bookie/state", state),
             Route("/api/v1/bookie/info", info),
@@ -185,6 +185,26 @@ def build_app(bookie: "Bookie") -> Starlette:
             Route("/metrics", metrics),
         ]
     )
+    return app if bookie.authenticator is None else _RequireToken(app, bookie)  # type: ignore[return-value]
+
+
+class _RequireToken:
+    """With a bookie identity configured, the admin API wants the same token as the bookie
+    protocol (``Authorization: Bearer``, an allowed role); ``/metrics`` stays open to scrapers."""
+
+    def __init__(self, app: Starlette, bookie: "Bookie") -> None:
+        self.app, self.bookie = app, bookie
+
+    async def __call__(self, scope: dict, receive: object, send: object) -> None:
+        if scope["type"] == "http" and scope.get("path") not in ("/metrics", "/metrics/"):
+            header = dict(scope.get("headers") or []).get(b"authorization", b"")
+            scheme, _, token = header.partition(b" ")
+            auth = self.bookie.authenticator
+            if auth is None or scheme.lower() != b"bearer" or auth.role(token.strip()) is None:
+                await JSONResponse({"reason": "a valid bookie token is required"}, status_code=401)(
+                    scope, receive, send)  # type: ignore[arg-type]
+                return
+        await self.app(scope, receive, send)  # type: ignore[arg-type]
 
 
 async def serve_http(

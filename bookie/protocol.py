@@ -70,6 +70,7 @@ class Op(enum.IntEnum):
     WRITE_LAC = 4
     RANGE_READ = 5
     BOOKIE_INFO = 6
+    AUTH = 7  # body = the client's token; first request on a connection when the bookie requires one
 
 
 class Status(enum.IntEnum):

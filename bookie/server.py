@@ -24,7 +24,8 @@ import trio
 
 from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
-from bookie.protocol import FrameDecoder, Op
+from bookie.auth import BookieAuthenticator
+from bookie.protocol import FrameDecoder, Op, Request, Response, Status, encode_response
 from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ _YIELD_EVERY = 32  # frames processed between scheduling points
 # what a peer that does not take its replies can make the bookie hold on top of the queue.
 _MAX_READS_IN_FLIGHT = 32
 _ADD = int(Op.ADD)
+_AUTH = int(Op.AUTH)
 
 
 class ReceiveBudget:
@@ -131,6 +133,7 @@ class Connection:
         self._room = trio.Event()
         self._drained = trio.Event()
         self.reads_in_flight = 0  # reads running as tasks (their replies are not queued yet)
+        self.authenticated = True  # False until an AUTH request proves the peer's identity
         self._read_slot = trio.Event()
 
     def send(self, frame: bytes) -> None:
@@ -211,16 +214,18 @@ class Connection:
 async def serve_connection(
     stream: trio.SocketStream, processor: RequestProcessor, metrics: BookieMetrics, max_frame_size: int, max_pending: int,
     budget: ReceiveBudget | None = None, high_water: int = 512 * 1024, low_water: int = 384 * 1024,
-    stall_timeout: float = 30.0,
+    stall_timeout: float = 30.0, auth: BookieAuthenticator | None = None,
 ) -> None:
-    """Serve one connection until the peer closes it, sends garbage or stalls."""
+    """Serve one connection until the peer closes it, sends garbage or stalls (or, when ``auth``
+    requires an identity, starts with anything but a valid AUTH)."""
     conn = Connection(stream, max_pending, high_water, low_water, stall_timeout)
+    conn.authenticated = auth is None
     decoder = FrameDecoder(max_frame_size)
     if budget is None:
         budget = ReceiveBudget(1 << 62, metrics)
     metrics.connections.inc()
     try:
-        await _serve(stream, conn, decoder, processor, max_pending, budget)
+        await _serve(stream, conn, decoder, processor, max_pending, budget, auth)
     except Exception:
         # A bug in one request's handling must cost this connection, never the bookie.
         log.exception("closing connection after an unexpected error")
@@ -251,7 +256,8 @@ async def _receive(stream: trio.SocketStream, conn: Connection, budget: ReceiveB
             return data, len(data)
         # Wait for data first, then size the read from the room left right now: no other
         # reader runs in between, so together they never receive past the budget.
-        await trio.lowlevel.wait_readable(stream.socket)
+        if isinstance(stream, trio.SocketStream):  # (a TLS stream may hold decrypted bytes: no wait)
+            await trio.lowlevel.wait_readable(stream.socket)
         size = budget.room()
         if size >= _MIN_RECEIVE or size == _RECEIVE_SIZE:
             break
@@ -277,9 +283,18 @@ async def _watch_stalls(conn: Connection, scope: trio.CancelScope) -> None:
             return
 
 
+def _authenticate(req: Request, conn: Connection, auth: BookieAuthenticator | None) -> bool:
+    """Answer an AUTH (or a request sent before one); True when the peer is now authenticated."""
+    ok = req.op == _AUTH and (auth is None or auth.role(req.body) is not None)
+    conn.send(encode_response(Response(req.op, req.request_id, Status.OK if ok else Status.UNAUTHORIZED,
+                                       req.ledger_id, req.entry_id)))
+    conn.authenticated = conn.authenticated or ok
+    return ok
+
+
 async def _serve(
     stream: trio.SocketStream, conn: Connection, decoder: FrameDecoder, processor: RequestProcessor, max_pending: int,
-    budget: ReceiveBudget,
+    budget: ReceiveBudget, auth: BookieAuthenticator | None = None,
 ) -> None:
     """The reader loop, with the connection's writer beside it in the connection's nursery."""
     held = 0  # budget charged for the partial frame the decoder keeps
@@ -306,6 +321,11 @@ async def _serve(
                         conn.frame_deadline = trio.current_time() + conn.stall_timeout  # a new frame began
                     for i, req in enumerate(reqs, 1):
                         conn.pending += 1
+                        if req.op == _AUTH or not conn.authenticated:
+                            if not _authenticate(req, conn, auth):
+                                raise ProtocolError("AUTH refused: invalid token or role not allowed" if req.op == _AUTH
+                                                    else f"{req.op.name} before a valid AUTH: unauthorized")
+                            continue
                         if not fast(req, conn):
                             if req.op == _ADD or (req.timeout_ms > 0 and req.previous_lac >= 0):
                                 await slow(req, conn, nursery)  # adds wait inline; long polls hold no data

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 def _coerce(field: dataclasses.Field, raw: str) -> Any:  # type: ignore[type-arg]
     default = field.default
+    if field.default_factory is list:  # type: ignore[comparison-overlap]
+        return [item.strip() for item in raw.split(",") if item.strip()]  # --set superuser_roles=a,b
     if isinstance(default, bool):
         return raw.lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):
@@ -76,7 +78,7 @@ _common = [
     click.option("--conf", type=click.Path(exists=True, dir_okay=False), help="TOML config file (BrokerConfig keys)"),
     click.option("--port", "broker_service_port", type=int, help="Pulsar protocol port (default 6650; 0 = any)"),
     click.option("--web-port", "web_service_port", type=int, help="admin/metrics HTTP port (default 8080; 0 = any)"),
-    click.option("--bind-address", help="interface to listen on (default 127.0.0.1: nothing is authenticated; "
+    click.option("--bind-address", help="interface to listen on (default 127.0.0.1: authentication is off by default; "
                                         "0.0.0.0 = every interface)"),
     click.option("--advertised-address", help="address clients are told to connect to (default: the bind "
                                               "address, 127.0.0.1 for 0.0.0.0)"),

@@ -8,7 +8,7 @@ same file's ``[bookkeeper_client]`` table configures the broker's ledger client
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from quire.config import ConfigError, load_config
 
 @dataclass
 class BrokerConfig:
-    # Network. Nothing is authenticated yet, so the default listens on loopback only (Pulsar:
+    # Network. Authentication is off by default, so the default listens on loopback only (Pulsar:
     # 0.0.0.0); "0.0.0.0" or a host's address opens it. The advertised address (what lookups
     # tell clients) defaults to the bind address, or 127.0.0.1 when that is a wildcard.
     bind_address: str = "127.0.0.1"
@@ -85,6 +85,37 @@ class BrokerConfig:
     # Metrics
     stats_update_frequency_in_secs: int = 60
     expose_topic_level_metrics_in_prometheus: bool = True
+
+    # Security (quire.security, broker/authorization.py): off by default, as in Pulsar.
+    # authentication_providers: "token", "basic", "tls" (or Pulsar's provider class names).
+    authentication_enabled: bool = False
+    authentication_providers: list[str] = field(default_factory=list)
+    authentication_refresh_check_seconds: int = 60
+    authorization_enabled: bool = False
+    superuser_roles: list[str] = field(default_factory=list)
+    anonymous_user_role: str = ""
+    authenticate_metrics_endpoint: bool = False
+    # Tokens: exactly one of the secret key (HS256) and the public key (RS256/ES256), each as
+    # data:;base64,..., file:///path or a path. The role is the token_auth_claim ("" = sub).
+    token_secret_key: str = ""
+    token_public_key: str = ""
+    token_public_alg: str = "RS256"
+    token_auth_claim: str = ""
+    token_allowed_clock_skew_seconds: int = 0
+    token_audience_claim: str = ""
+    token_audience: str = ""
+    # Basic auth: an htpasswd file (bcrypt or apr1 MD5 lines), path or data:;base64,...
+    basic_auth_conf: str = ""
+    # TLS: -1 = no TLS listener (Pulsar leaves brokerServicePortTls/webServicePortTls unset),
+    # 0 = any free port. The key and certificate are re-read when they change on disk.
+    broker_service_port_tls: int = -1
+    web_service_port_tls: int = -1
+    tls_certificate_file_path: str = ""
+    tls_key_file_path: str = ""
+    tls_trust_certs_file_path: str = ""
+    tls_allow_insecure_connection: bool = False
+    tls_require_trusted_client_cert_on_connect: bool = False
+    tls_cert_refresh_check_duration_sec: int = 300
 
     def __post_init__(self) -> None:
         if not self.advertised_address:

@@ -11,6 +11,11 @@ Error boundary: whatever one command raises stays with that command. Broker, met
 managed-ledger errors are answered with their Pulsar error code; anything else is a bug, logged
 once with its traceback and context, and answered UnknownError (or, for a command that carries
 no request id, the connection is closed). The connection's own failure closes only itself.
+
+Security: CONNECT's credentials are checked by the broker's AuthenticationService (a refusal is
+ERROR AuthenticationError, then close); every command is authorized as
+``broker.authorization.COMMAND_ACCESS`` declares (AuthorizationError in the command's answer);
+once the credentials expire, AUTH_CHALLENGE asks for fresh ones and the role must stay the same.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import trio
 
+from broker.authorization import COMMAND_ACCESS, Access, command_scope
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
 from broker.names import NamespaceName, TopicName
@@ -38,6 +44,8 @@ from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
 from metadata.errors import MetadataError
+from quire.security.errors import AuthenticationError, SecurityError
+from quire.security.providers import AuthResult, PeerCert
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -50,7 +58,8 @@ _conn_ids = itertools.count(1)
 _JOIN_BELOW = 64 * 1024  # outgoing frames at least this large are sent without a join copy
 _RECENTLY_CLOSED = 1000  # producer ids remembered after a close (their late SENDs are dropped)
 # Errors a command may end with that are answered with their code, not logged as bugs.
-EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError)
+EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError, SecurityError)
+_NO_REQUEST = 0xFFFFFFFFFFFFFFFF  # request id -1: an ERROR about the connection itself
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)  # the socket is gone
 _CONNECTION_ERRORS = (*_STREAM_ERRORS, OSError)
 
@@ -112,28 +121,38 @@ def error_reply(command: pb.BaseCommand, request_id: int, code: int, message: st
 
 
 class ServerConnection:
-    def __init__(self, service: "BrokerService", stream: trio.SocketStream) -> None:
+    def __init__(self, service: "BrokerService", stream: trio.abc.Stream) -> None:
         self.service = service
         self.config = service.config
         self.stream = stream
         self.id = next(_conn_ids)
+        sock = stream.socket if isinstance(stream, trio.SocketStream) else stream.transport_stream.socket  # type: ignore[attr-defined]
+        self.tls = not isinstance(stream, trio.SocketStream)
         try:
-            host, port = stream.socket.getpeername()[:2]
+            host, port = sock.getpeername()[:2]
             self.address = f"{host}:{port}"
         except OSError:
             self.address = "unknown"
         try:
             # LOOKUP answers "connect here" with the address this client reached us at, so a
             # single broker works whatever name or interface the client used.
-            host, port = stream.socket.getsockname()[:2]
-            self.local_service_url = f"pulsar://{f'[{host}]' if ':' in host else host}:{port}"
+            host = sock.getsockname()[0]
+            host = f"[{host}]" if ":" in host else host
+            self.local_service_url = f"pulsar://{host}:{service.port}"
+            self.local_service_url_tls = f"pulsar+ssl://{host}:{service.tls_port}" if service.tls_port is not None else None
         except OSError:
             self.local_service_url = service.service_url
+            self.local_service_url_tls = service.service_url_tls
         self.decoder = frames.FrameDecoder(self.config.max_message_size + frames.MESSAGE_SIZE_FRAME_PADDING)
         self.remote_version = 0
         self.client_version = ""
         self.connected = False
         self.closed = False
+        # Who this connection is (None role: authentication is off); refreshed by AUTH_RESPONSE.
+        self.auth: AuthResult | None = None
+        self.peer_cert: PeerCert = None
+        self.supports_auth_refresh = False
+        self._challenged_at: float | None = None
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self._creating_producers: set[int] = set()
@@ -163,6 +182,8 @@ class ServerConnection:
                 self._nursery = nursery
                 nursery.start_soon(self._writer)
                 nursery.start_soon(self._keep_alive)
+                if self.service.authn.enabled:
+                    nursery.start_soon(self._auth_refresh)
                 try:
                     if not await self._reader():
                         await self._drain_outbox()  # e.g. the SEND_ERROR that says why
@@ -259,6 +280,32 @@ class ServerConnection:
             if self.connected:
                 self.write(C.ping())
 
+    async def _auth_refresh(self) -> None:
+        """Pulsar's authenticationRefreshCheckSeconds: once the credentials have expired, ask a
+        client that supports it for fresh ones (AUTH_CHALLENGE); close the connection when it
+        cannot or does not answer within one more period."""
+        interval = max(1, self.config.authentication_refresh_check_seconds)
+        while True:
+            await trio.sleep(interval)
+            auth = self.auth
+            if auth is None or not auth.expired():
+                continue
+            now = trio.current_time()
+            if self._challenged_at is not None and now - self._challenged_at >= interval:
+                log.info("closing connection %s of %s: expired credentials were not refreshed", self.address, auth.role)
+                break
+            if not self.supports_auth_refresh:
+                log.info("closing connection %s of %s: its credentials expired", self.address, auth.role)
+                break
+            if self._challenged_at is None:
+                self._challenged_at = now
+                self.write(C.auth_challenge(SERVER_VERSION, "refresh", b"refresh",
+                                            min(self.remote_version, C.PROTOCOL_VERSION)))
+        self.write(C.error(_NO_REQUEST, pb.ServerError.AuthenticationError, "credentials expired"))
+        await self._drain_outbox()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
     # -- output ----------------------------------------------------------------------------
 
     def write(self, command: pb.BaseCommand) -> None:
@@ -329,6 +376,7 @@ class ServerConnection:
 
     async def _guarded(self, fn: Callable[[Any], Awaitable[None]], command: pb.BaseCommand, arg: Any) -> None:
         try:
+            await self._authorize(command)
             await fn(arg)
         except _STREAM_ERRORS:
             raise
@@ -341,17 +389,22 @@ class ServerConnection:
         connection (an unexpected error on a command the client expects no answer to)."""
         request_id = request_id_of(command)
         expected = isinstance(exc, EXPECTED_ERRORS)
-        if expected and not isinstance(exc, BrokerError):
+        if expected and not isinstance(exc, (BrokerError, SecurityError)):
             log.warning("%s (request %s) from %s failed: %r", C.type_name(command), request_id, self.address, exc)
         elif not expected:
             log.error("%s (request %s) from %s failed unexpectedly; %s", C.type_name(command), request_id,
                       self.address, "answered UnknownError" if request_id is not None else "closing the connection",
                       exc_info=exc)
         if request_id is None:
-            if isinstance(exc, BrokerError):
+            if isinstance(exc, (BrokerError, SecurityError)):
                 log.info("%s from %s failed: %r", C.type_name(command), self.address, exc)
             return expected
-        message = str(exc) if expected else f"internal error: {type(exc).__name__}"
+        if not expected:
+            message = f"internal error: {type(exc).__name__}"
+        elif isinstance(exc, MetadataError):
+            message = f"metadata store error: {type(exc).__name__}"  # its text can name files on this host
+        else:
+            message = str(exc)
         self.write(error_reply(command, request_id, server_error_code(exc), message or type(exc).__name__))
         return True
 
@@ -362,8 +415,10 @@ class ServerConnection:
             if t != T.CONNECT:
                 log.info("connection %s sent %s before CONNECT", self.address, C.type_name(cmd))
                 return False
-            self._on_connect(cmd.connect)
-            return True
+            return await self._on_connect(cmd.connect)
+        if t not in COMMAND_ACCESS:
+            # No declared access rule (see broker/authorization.py): refused, whoever asks.
+            await self._authorize(cmd)
         if t == T.SEND:
             return await self._on_send(cmd.send, frame)
         elif t == T.FLOW:
@@ -405,18 +460,71 @@ class ServerConnection:
         elif t == T.GET_OR_CREATE_SCHEMA:
             self._spawn(self._on_get_or_create_schema, cmd, cmd.getOrCreateSchema)
         elif t == T.AUTH_RESPONSE:
-            pass
+            self._spawn(self._on_auth_response, cmd, cmd.authResponse)
         else:
             log.info("connection %s: unsupported command %s", self.address, C.type_name(cmd))
         return True
 
-    def _on_connect(self, c: pb.CommandConnect) -> None:
+    async def _authenticate(self, method: str, data: bytes) -> AuthResult:
+        """The role these credentials prove (AuthenticationError if none); bcrypt off the loop."""
+        provider = self.service.authn.provider(method)
+        if provider is None:
+            return self.service.authn.anonymous(self.peer_cert)
+        if provider.blocking:
+            return await trio.to_thread.run_sync(provider.authenticate, data, self.peer_cert,
+                                                 limiter=self.service.auth_limiter)
+        return provider.authenticate(data, self.peer_cert)
+
+    async def _authorize(self, command: pb.BaseCommand) -> None:
+        """The access check ``COMMAND_ACCESS`` declares for this command."""
+        access = COMMAND_ACCESS.get(command.type)
+        if access in (Access.CONNECTION, Access.OPEN_HANDLE, Access.NOT_SERVED):
+            return
+        topic, namespace = command_scope(command)
+        sub = command.subscribe.subscription if command.type == T.SUBSCRIBE else None
+        role = self.auth.role if self.auth is not None else None
+        await self.service.authz.check(role, access, topic=topic, namespace=namespace, subscription=sub)
+
+    async def _on_connect(self, c: pb.CommandConnect) -> bool:
         # A version below 0 means nothing: treat it as the oldest one (v0), never echo it.
         self.remote_version = max(0, c.protocol_version)
         self.client_version = c.client_version
+        self.supports_auth_refresh = c.feature_flags.supports_auth_refresh
+        try:
+            self.auth = await self._authenticate(c.auth_method_name if c.HasField("auth_method_name") else "none",
+                                                 c.auth_data)
+        except SecurityError as exc:
+            # Pulsar answers ERROR and closes; the reason says what is wrong, never the secret.
+            log.info("connection %s failed authentication (%s): %s", self.address,
+                     c.auth_method_name[:20] or "none", exc)
+            self.service.metrics.authentication_failed(c.auth_method_name, str(exc))
+            self.write(C.error(_NO_REQUEST, pb.ServerError.AuthenticationError, f"Unable to authenticate: {exc}"))
+            return False
         self.connected = True
+        if self.auth.role is not None:
+            self.service.metrics.authenticated(self.auth.method)
         self.write(C.connected(SERVER_VERSION, min(self.remote_version, C.PROTOCOL_VERSION),
                                max_message_size=self.config.max_message_size))
+        return True
+
+    async def _on_auth_response(self, c: pb.CommandAuthResponse) -> None:
+        """Fresh credentials for this connection: same role, new expiry; else it is closed."""
+        old = self.auth
+        if old is None or not self.service.authn.enabled:
+            return
+        try:
+            new = await self._authenticate(c.response.auth_method_name or "none", c.response.auth_data)
+            if new.role != old.role:
+                raise AuthenticationError("the role cannot change when credentials are refreshed")
+        except SecurityError as exc:
+            log.info("connection %s of %s: refreshed credentials refused: %s", self.address, old.role, exc)
+            self.write(C.error(_NO_REQUEST, pb.ServerError.AuthenticationError, f"Unable to authenticate: {exc}"))
+            await self._drain_outbox()
+            if self._nursery is not None:
+                self._nursery.cancel_scope.cancel()
+            return
+        self.auth = new
+        self._challenged_at = None
 
     def _error(self, request_id: int, exc: BaseException) -> None:
         self.write(C.error(request_id, server_error_code(exc), str(exc) or type(exc).__name__))
@@ -432,10 +540,11 @@ class ServerConnection:
 
     async def _on_lookup(self, c: pb.CommandLookupTopic) -> None:
         name = TopicName.parse(c.topic)
-        url, redirect = await self.service.lookup(name, authoritative=c.authoritative)
+        url, url_tls, redirect = await self.service.lookup_urls(name, authoritative=c.authoritative)
         if not redirect:
-            url = self.local_service_url
-        self.write(C.lookup_response(c.request_id, broker_service_url=url, redirect=redirect, authoritative=True))
+            url, url_tls = self.local_service_url, self.local_service_url_tls
+        self.write(C.lookup_response(c.request_id, broker_service_url=url, broker_service_url_tls=url_tls,
+                                     redirect=redirect, authoritative=True))
 
     async def _on_get_topics(self, c: pb.CommandGetTopicsOfNamespace) -> None:
         ns = NamespaceName.parse(c.namespace)

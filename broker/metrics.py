@@ -48,6 +48,12 @@ _SUBSCRIPTION_GAUGES = {
 }
 
 
+_PROVIDER = {"token": "AuthenticationProviderToken", "basic": "AuthenticationProviderBasic",
+             "tls": "AuthenticationProviderTls", "anonymous": "anonymous"}
+_AUTH_REASONS = {"authentication required", "malformed token", "token signature verification failed", "token expired",
+                 "unknown user or wrong password", "empty token", "no verified client certificate"}
+
+
 def _topic_values(topic: "PersistentTopic") -> dict[str, float]:
     subs = list(topic.subscriptions.values())
     consumers = [c for s in subs for c in s.consumers]
@@ -124,6 +130,11 @@ class BrokerMetrics:
             "stored entries whose message metadata does not parse, skipped (acknowledged) by a dispatcher",
             registry=r)
         self.topics_gauge = Gauge("pulsar_broker_topics_count", "topics loaded", registry=r)
+        # Pulsar's AuthenticationMetrics names; the reason is one of a fixed few (never client text)
+        self._auth_ok = Counter("pulsar_authentication_success", "authentications that proved a role",
+                                ["provider_name", "auth_method"], registry=r)
+        self._auth_failed = Counter("pulsar_authentication_failures", "authentications refused",
+                                    ["provider_name", "auth_method", "reason"], registry=r)
 
     def attach(self, service: "BrokerService") -> None:
         self.registry.register(_TopicCollector(service))
@@ -144,6 +155,14 @@ class BrokerMetrics:
 
     def connections_closed(self) -> None:
         self._connections.dec()
+
+    def authenticated(self, method: str) -> None:
+        self._auth_ok.labels(_PROVIDER.get(method, "none"), method if method in _PROVIDER else "none").inc()
+
+    def authentication_failed(self, method: str, reason: str) -> None:
+        label = method if method in _PROVIDER else "none"
+        self._auth_failed.labels(_PROVIDER.get(method, "none"), label,
+                                 reason if reason in _AUTH_REASONS else "invalid credentials").inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -8,7 +8,7 @@ Values are msgpack dicts with Pulsar's JSON field names, so the admin API return
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import unquote
 
 from broker.errors import ConflictError, NamespaceNotFoundError, NotAllowedError, PreconditionFailedError
@@ -136,13 +136,18 @@ class NamespaceResources:
                 raise ConflictError(f"Namespace {ns} already exists") from None
 
     async def set_policy(self, ns: NamespaceName, key: str, value: Any) -> dict[str, Any]:
+        return await self.update_policy(ns, key, lambda _old: value)
+
+    async def update_policy(self, ns: NamespaceName, key: str, change: Callable[[Any], Any]) -> dict[str, Any]:
+        """Set ``key`` to ``change(old value)`` with a version check (retried on a concurrent
+        update), so two admins editing one nested policy (grants) never lose either edit."""
         while True:
             try:
                 raw, stat = await self.store.get(f"/admin/policies/{ns}")
             except NotFoundError:
                 raise NamespaceNotFoundError(f"Namespace {ns} does not exist") from None
             policies = values.unpack(raw)
-            policies[key] = value
+            policies[key] = change(policies.get(key))
             try:
                 await self.store.put(f"/admin/policies/{ns}", values.pack(policies), stat.version)
                 return policies

@@ -42,10 +42,13 @@ def bundles(boundaries: list[str]) -> list[str]:
 
 
 class OwnershipCache:
-    def __init__(self, store: MetadataStore, native_url: str, http_url: str) -> None:
+    def __init__(self, store: MetadataStore, native_url: str, http_url: str,
+                 native_url_tls: str | None = None, http_url_tls: str | None = None) -> None:
         self.store = store
         self.native_url = native_url
         self.http_url = http_url
+        self.native_url_tls = native_url_tls
+        self.http_url_tls = http_url_tls
         self.owned: set[str] = set()
         # Bundles being unloaded: no lookup or topic load until their node is gone (Pulsar's
         # "disabled" ownership), so no topic of them reopens here meanwhile.
@@ -110,8 +113,8 @@ class OwnershipCache:
                 continue
 
     def _mine(self) -> dict[str, Any]:
-        return {"nativeUrl": self.native_url, "nativeUrlTls": None, "httpUrl": self.http_url,
-                "httpUrlTls": None, "disabled": False, "advertisedListeners": {}}
+        return {"nativeUrl": self.native_url, "nativeUrlTls": self.native_url_tls, "httpUrl": self.http_url,
+                "httpUrlTls": self.http_url_tls, "disabled": False, "advertisedListeners": {}}
 
     def is_mine(self, data: dict[str, Any] | None) -> bool:
         return data is not None and data.get("nativeUrl") == self.native_url

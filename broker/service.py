@@ -20,6 +20,7 @@ from bookie.client import BookKeeper, ClientConfig
 from bookie.client.local_bookie import RequestHandler
 from broker import backlog_quota
 from broker.admin import serve_admin
+from broker.authorization import Authorizer
 from broker.config import BrokerConfig, managed_ledger_config
 from broker.connection import ServerConnection
 from broker.entry_meta import parse_metadata
@@ -46,6 +47,8 @@ from metadata import values
 from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
 from quire.config import naming_the_port
+from quire.security.providers import AuthenticationService
+from quire.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,14 @@ class BrokerService:
         self.factory = ml_factory
         self.namespaces = NamespaceResources(store, config.cluster_name, config.default_number_of_namespace_bundles)
         self.schemas = SchemaRegistry(store)
+        self.authn = AuthenticationService.from_config(config)
+        self.authz = Authorizer(config, self.namespaces)
+        # bcrypt checks run in threads; two at a time keeps a login storm from starving the loop
+        self.auth_limiter = trio.CapacityLimiter(2)
+        tls_wanted = config.broker_service_port_tls >= 0 or config.web_service_port_tls >= 0
+        self.tls = ServerTls.from_config(config) if tls_wanted else None
+        self.tls_port: int | None = None
+        self.web_port_tls: int | None = None
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
         self.topics: dict[str, PersistentTopic] = {}
@@ -89,6 +100,14 @@ class BrokerService:
     def web_url(self) -> str:
         return f"http://{self.config.advertised_address}:{self.web_port}"
 
+    @property
+    def service_url_tls(self) -> str | None:
+        return f"pulsar+ssl://{self.config.advertised_address}:{self.tls_port}" if self.tls_port is not None else None
+
+    @property
+    def web_url_tls(self) -> str | None:
+        return f"https://{self.config.advertised_address}:{self.web_port_tls}" if self.web_port_tls is not None else None
+
     def new_producer_name(self) -> str:
         return f"{self.config.cluster_name}-{self.port}-{next(self._producer_ids)}"
 
@@ -99,7 +118,15 @@ class BrokerService:
         with naming_the_port("broker_service_port", self.config.bind_address, self.config.broker_service_port):
             listeners = await trio.open_tcp_listeners(self.config.broker_service_port, host=self.config.bind_address)
         self.port = listeners[0].socket.getsockname()[1]
-        self.ownership = OwnershipCache(self.store, self.service_url, self.web_url)
+        all_listeners: list[Any] = list(listeners)
+        if self.tls is not None and self.config.broker_service_port_tls >= 0:
+            with naming_the_port("broker_service_port_tls", self.config.bind_address, self.config.broker_service_port_tls):
+                tls_listeners = await trio.open_tcp_listeners(self.config.broker_service_port_tls,
+                                                              host=self.config.bind_address)
+            self.tls_port = tls_listeners[0].socket.getsockname()[1]
+            all_listeners += [trio.SSLListener(tl, self.tls.context, https_compatible=False) for tl in tls_listeners]
+        self.ownership = OwnershipCache(self.store, self.service_url, self.web_url, self.service_url_tls,
+                                        self.web_url_tls)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -110,7 +137,9 @@ class BrokerService:
                 nursery.start_soon(self._housekeeping)
                 nursery.start_soon(self._backlog_quota_loop)
                 nursery.start_soon(self._update_stats)
-                nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
+                nursery.start_soon(trio.serve_listeners, self._serve_connection, all_listeners)
+                if self.tls is not None:
+                    nursery.start_soon(self.tls.watch)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:
@@ -160,13 +189,26 @@ class BrokerService:
         if self._nursery is not None:
             self._nursery.start_soon(fn, *args)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        sock_stream = stream if isinstance(stream, trio.SocketStream) else stream.transport_stream  # type: ignore[attr-defined]
         try:
-            stream.setsockopt(6, 1, 1)  # TCP_NODELAY: receipts must not wait for Nagle
+            sock_stream.setsockopt(6, 1, 1)  # TCP_NODELAY: receipts must not wait for Nagle
         except OSError:
             pass
+        peer_cert = None
+        if isinstance(stream, trio.SSLStream):
+            try:
+                with trio.fail_after(10):
+                    await stream.do_handshake()
+                peer_cert = stream.getpeercert() or None
+            except (trio.BrokenResourceError, trio.TooSlowError, OSError) as exc:
+                log.info("TLS handshake failed: %s", exc.__cause__ or exc)
+                await trio.aclose_forcefully(stream)
+                return
         try:
-            await ServerConnection(self, stream).serve()
+            conn = ServerConnection(self, stream)
+            conn.peer_cert = peer_cert
+            await conn.serve()
         except Exception:
             # Last resort: one connection's failure must never end the listener (and with it
             # the process); ServerConnection.serve already handles everything it expects.
@@ -252,12 +294,17 @@ class BrokerService:
 
     async def lookup(self, name: TopicName, authoritative: bool = False) -> tuple[str, bool]:
         """(broker URL, redirect?) for LOOKUP: this broker unless another owns the bundle."""
+        url, _, redirect = await self.lookup_urls(name, authoritative)
+        return url, redirect
+
+    async def lookup_urls(self, name: TopicName, authoritative: bool = False) -> tuple[str, str | None, bool]:
+        """(pulsar:// URL, pulsar+ssl:// URL or None, redirect?) of the broker serving ``name``."""
         policies = await self.namespaces.get_policies(name.namespace_name)
         assert self.ownership is not None
         owner = await self.ownership.owner(name, policies["bundles"]["boundaries"])
         if self.ownership.is_mine(owner) or owner is None:
-            return self.service_url, False
-        return owner["nativeUrl"], True
+            return self.service_url, self.service_url_tls, False
+        return owner["nativeUrl"], owner.get("nativeUrlTls"), True
 
     async def topic_exists(self, name: TopicName) -> bool:
         if str(name) in self.topics:

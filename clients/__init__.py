@@ -7,6 +7,7 @@ The wire codec lives in ``clients.protocol``.
 """
 
 from .async_client import AsyncClient
+from .auth import Authentication, AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from .blocking import Client, Consumer, Producer, Reader
 from .errors import *  # noqa: F403 - the official exception names
 from .errors import PulsarException
@@ -30,6 +31,10 @@ from .options import (
 
 __all__ = [
     "AsyncClient",
+    "Authentication",
+    "AuthenticationBasic",
+    "AuthenticationTLS",
+    "AuthenticationToken",
     "BatchReceivePolicy",
     "BatchingType",
     "Client",

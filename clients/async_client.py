@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from . import errors
+from .auth import Authentication, tls_context
 from .client_context import ClientConfig, ClientContext
 from .connection import ConnectionConfig
 from .connection_pool import ConnectionPool, parse_service_url
@@ -42,14 +43,28 @@ class AsyncClient:
         operation_timeout_seconds: float = 30,
         connection_timeout_ms: int = 10_000,
         keep_alive_interval_seconds: float = 30,
+        authentication: Authentication | None = None,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
     ) -> None:
         parse_service_url(service_url)  # validate early: InvalidUrl
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise errors.InvalidConfiguration("authentication must be a clients.Authentication* object")
+        tls = None
+        if use_tls or service_url.startswith("pulsar+ssl://"):
+            tls = tls_context(trust_certs_file_path=tls_trust_certs_file_path,
+                              allow_insecure_connection=tls_allow_insecure_connection,
+                              validate_hostname=tls_validate_hostname, authentication=authentication)
         self.service_url = service_url
         self._config = ClientConfig(operation_timeout_seconds, connection_timeout_ms, keep_alive_interval_seconds)
         self._cnx_config = ConnectionConfig(
             operation_timeout_s=float(operation_timeout_seconds),
             connection_timeout_s=connection_timeout_ms / 1000,
             keep_alive_interval_s=float(keep_alive_interval_seconds),
+            authentication=authentication,
+            tls_context=tls,
         )
         self._nursery: trio.Nursery | None = None
         self._ctx: ClientContext  # what producers and consumers get (set when entered)

@@ -163,14 +163,16 @@ class Client:
         listener_name: str | None = None,
         **_: Any,
     ) -> None:
-        if authentication is not None or use_tls:
-            raise errors.InvalidConfiguration("authentication and TLS are not supported by this client")
-        AsyncClient(service_url)  # validate the URL in the caller's thread
+        tls = dict(authentication=authentication, use_tls=use_tls, tls_trust_certs_file_path=tls_trust_certs_file_path,
+                   tls_allow_insecure_connection=tls_allow_insecure_connection,
+                   tls_validate_hostname=tls_validate_hostname)
+        AsyncClient(service_url, **tls)  # type: ignore[arg-type]  # validate URL and options in the caller's thread
         self._loop = _LoopThread(
             lambda: AsyncClient(
                 service_url,
                 operation_timeout_seconds=operation_timeout_seconds,
                 connection_timeout_ms=connection_timeout_ms,
+                **tls,  # type: ignore[arg-type]
             )
         )
         self._async = self._loop.client

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import math
+import ssl
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import trio
 
 from . import errors
+from .auth import Authentication
 from .protocol import commands as cmds
 from .protocol import frames
 from .protocol.errors import ProtocolError
@@ -57,6 +59,10 @@ class ConnectionConfig:
     keep_alive_interval_s: float = 30.0
     # The client accepts any frame the broker sends (as the C++ client); this only guards memory.
     max_frame_size: int = 64 * 1024 * 1024
+    authentication: Authentication | None = None
+    # TLS (pulsar+ssl://): the context verifies the broker's certificate against the trust file
+    # (unless tls_allow_insecure_connection) and, with hostname verification, its name.
+    tls_context: ssl.SSLContext | None = None
 
 
 class _Waiter:
@@ -94,9 +100,11 @@ class ClientConnection:
 
     async def handshake(self, *, proxy_to_broker_url: str | None = None) -> None:
         """Send CONNECT and wait for CONNECTED (anything else fails the connection)."""
-        await self._stream.send_all(
-            frames.encode_command(cmds.connect(CLIENT_VERSION, proxy_to_broker_url=proxy_to_broker_url))
-        )
+        auth = self._config.authentication
+        await self._stream.send_all(frames.encode_command(cmds.connect(
+            CLIENT_VERSION, proxy_to_broker_url=proxy_to_broker_url,
+            auth_method_name=auth.method if auth is not None else "none",
+            auth_data=auth.auth_data() if auth is not None else None)))
         while True:
             data = await self._stream.receive_some(65536)
             if not data:
@@ -310,6 +318,8 @@ class ClientConnection:
             if consumer is not None:
                 consumer._on_end_of_topic()
         elif t == T.AUTH_CHALLENGE:
-            self.send(cmds.auth_response(CLIENT_VERSION, "none", b"", cmds.PROTOCOL_VERSION))
+            auth = self._config.authentication
+            self.send(cmds.auth_response(CLIENT_VERSION, auth.method if auth is not None else "none",
+                                         auth.auth_data() if auth is not None else b"", cmds.PROTOCOL_VERSION))
         else:
             raise ProtocolError(f"unexpected command {cmds.type_name(cmd)} from {self.url}")

@@ -7,6 +7,7 @@ every connection.
 
 from __future__ import annotations
 
+import ssl
 from urllib.parse import urlsplit
 
 import trio
@@ -16,17 +17,16 @@ from .connection import ClientConnection, ConnectionConfig
 
 
 def parse_service_url(url: str) -> list[tuple[str, int]]:
-    """``pulsar://h1:6650,h2:6651`` -> [(h1, 6650), (h2, 6651)]."""
+    """``pulsar://h1:6650,h2:6651`` -> [(h1, 6650), (h2, 6651)] (``pulsar+ssl://``: TLS, port 6651)."""
     parts = urlsplit(url)
     if parts.scheme not in ("pulsar", "pulsar+ssl"):
         raise errors.InvalidUrl(f"unsupported service URL {url!r} (expected pulsar://host:port)")
-    if parts.scheme == "pulsar+ssl":
-        raise errors.InvalidUrl("TLS is not supported by this client")
+    default_port = "6651" if parts.scheme == "pulsar+ssl" else "6650"
     out = []
     for hostport in parts.netloc.split(","):
         host, _, port = hostport.rpartition(":")
         if not host:
-            host, port = hostport, "6650"
+            host, port = hostport, default_port
         try:
             out.append((host.strip("[]"), int(port)))
         except ValueError:
@@ -81,7 +81,18 @@ class ConnectionPool:
     async def _connect_host(self, url: str, host: str, port: int) -> ClientConnection:
         try:
             with trio.fail_after(self._config.connection_timeout_s):
-                stream = await trio.open_tcp_stream(host, port)
+                stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+                if url.startswith("pulsar+ssl://"):
+                    if self._config.tls_context is None:
+                        raise errors.InvalidConfiguration(f"{url} needs TLS: set use_tls or a trust file")
+                    tls = trio.SSLStream(stream, self._config.tls_context, server_hostname=host)
+                    try:
+                        await tls.do_handshake()
+                    except (trio.BrokenResourceError, ssl.SSLError) as exc:
+                        await trio.aclose_forcefully(stream)
+                        raise errors.ConnectError(f"TLS handshake with {host}:{port} failed: "
+                                                  f"{exc.__cause__ or exc}") from None
+                    stream = tls
                 cnx = ClientConnection(url, stream, self._config)
                 try:
                     await cnx.handshake()
@@ -90,6 +101,8 @@ class ConnectionPool:
                     raise
         except trio.TooSlowError:
             raise errors.ConnectError(f"connecting to {host}:{port} timed out") from None
+        except trio.BrokenResourceError as exc:  # e.g. TLS 1.3: the broker refused our certificate after the handshake
+            raise errors.ConnectError(f"{host}:{port} closed the connection: {exc.__cause__ or exc}") from None
         except OSError as exc:
             raise errors.ConnectError(f"cannot connect to {host}:{port}: {exc}") from None
         return cnx

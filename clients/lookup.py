@@ -20,6 +20,7 @@ class LookupService:
     def __init__(self, pool: ConnectionPool, service_url: str, next_request_id, operation_timeout_s: float) -> None:  # type: ignore[no-untyped-def]
         self._pool = pool
         self.service_url = service_url
+        self.tls = service_url.startswith("pulsar+ssl://")
         self._rid = next_request_id
         self._timeout = operation_timeout_s
 
@@ -33,7 +34,7 @@ class LookupService:
         return resp.partitions
 
     async def broker_url(self, topic: str) -> str:
-        """The ``pulsar://`` URL of the broker that serves ``topic``."""
+        """The ``pulsar://`` (``pulsar+ssl://`` over TLS) URL of the broker that serves ``topic``."""
         url, authoritative = self.service_url, False
         for _ in range(MAX_REDIRECTS):
             cnx = await self._pool.get(url)
@@ -42,12 +43,13 @@ class LookupService:
             resp = reply.lookupTopicResponse
             if not resp.HasField("response") or resp.response == CommandLookupTopicResponse.Failed:
                 raise _lookup_error(resp.error if resp.HasField("error") else None, resp.message, topic)
+            target = resp.brokerServiceUrlTls if self.tls and resp.brokerServiceUrlTls else resp.brokerServiceUrl
             if resp.response == CommandLookupTopicResponse.Redirect:
-                url, authoritative = resp.brokerServiceUrl, resp.authoritative
+                url, authoritative = target, resp.authoritative
                 continue
             if resp.proxy_through_service_url:
                 return self.service_url
-            return resp.brokerServiceUrl or url
+            return target or url
         raise errors.LookupError(f"too many lookup redirects for {topic}")
 
     async def topics_of_namespace(self, namespace: str, mode: int = CommandGetTopicsOfNamespace.PERSISTENT) -> list[str]:

@@ -19,9 +19,22 @@ from quire.cli_errors import NOT_LISTENING
 class AdminClient:
     """Thin synchronous wrapper over the REST endpoints (raises ``click.ClickException``)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, auth_token: str | None = None, auth_basic: str | None = None,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False) -> None:
         self._url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self._url, timeout=30)
+        headers = {}
+        if auth_token:
+            headers["Authorization"] = f"Bearer {auth_token.strip()}"
+        elif auth_basic:
+            import base64
+            headers["Authorization"] = "Basic " + base64.b64encode(auth_basic.encode()).decode()
+        verify: Any = True
+        if tls_allow_insecure_connection:
+            verify = False
+        elif tls_trust_certs_file_path:
+            import ssl
+            verify = ssl.create_default_context(cafile=tls_trust_certs_file_path)
+        self._http = httpx.Client(base_url=self._url, timeout=30, headers=headers, verify=verify)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         try:
@@ -74,10 +87,15 @@ def _out(value: Any) -> None:
 
 @click.group()
 @click.option("--admin-url", default="http://localhost:8080", envvar="QUIRE_ADMIN_URL", show_default=True)
+@click.option("--auth-token", envvar="QUIRE_AUTH_TOKEN", help="JWT token (sent as Authorization: Bearer)")
+@click.option("--auth-basic", envvar="QUIRE_AUTH_BASIC", help="user:password (sent as Authorization: Basic)")
+@click.option("--tls-trust-certs-file-path", help="CA file that the https:// admin URL's certificate chains to")
+@click.option("--tls-allow-insecure-connection", is_flag=True, help="do not verify the https:// certificate")
 @click.pass_context
-def admin(ctx: click.Context, admin_url: str) -> None:
+def admin(ctx: click.Context, admin_url: str, auth_token: str | None, auth_basic: str | None,
+          tls_trust_certs_file_path: str | None, tls_allow_insecure_connection: bool) -> None:
     """Administer tenants, namespaces and topics over the admin REST API."""
-    ctx.obj = AdminClient(admin_url)
+    ctx.obj = AdminClient(admin_url, auth_token, auth_basic, tls_trust_certs_file_path, tls_allow_insecure_connection)
 
 
 # -- tenants -----------------------------------------------------------------------------------

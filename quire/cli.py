@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "read": ("quire.client_cli:read", "read a topic with a reader"),
     "perf": ("quire.client_cli:perf", "throughput and latency load generator"),
     "admin": ("quire.client_cli:admin", "admin REST client"),
+    "tokens": ("quire.tokens_cli:tokens", "create and validate JWT tokens (pulsar tokens)"),
 }
 
 

@@ -8,7 +8,7 @@ They live here, not in ``clients/``, so the client package is only the library.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import click
 import trio
@@ -24,10 +24,49 @@ from quire.perf import perf
 
 __all__ = ["admin", "consume", "perf", "produce", "read"]
 
-URL_OPTION = click.option(
-    "--url", "service_url", default="pulsar://localhost:6650", envvar="QUIRE_SERVICE_URL", show_default=True,
-    help="broker service URL",
-)
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta[f"quire.client.{param.name}"] = value
+    return value
+
+
+_CLIENT_OPTIONS = [
+    click.option("--url", "service_url", default="pulsar://localhost:6650", envvar="QUIRE_SERVICE_URL",
+                 show_default=True, help="broker service URL (pulsar+ssl:// for TLS)"),
+    click.option("--auth-token", envvar="QUIRE_AUTH_TOKEN", expose_value=False, callback=_remember,
+                 help="JWT token (AuthenticationToken)"),
+    click.option("--auth-basic", envvar="QUIRE_AUTH_BASIC", expose_value=False, callback=_remember,
+                 help="user:password (AuthenticationBasic)"),
+    click.option("--tls-trust-certs-file-path", expose_value=False, callback=_remember,
+                 help="CA file the broker's certificate must chain to"),
+    click.option("--tls-allow-insecure-connection", is_flag=True, expose_value=False, callback=_remember,
+                 help="do not verify the broker's certificate"),
+    click.option("--tls-validate-hostname", is_flag=True, expose_value=False, callback=_remember,
+                 help="check that the broker's certificate names the host"),
+]
+
+
+def URL_OPTION(fn: Any) -> Any:  # noqa: N802 - kept the name every command uses
+    """--url plus the authentication and TLS options, read back by ``_client_options``."""
+    for opt in reversed(_CLIENT_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def _client_options() -> dict[str, Any]:
+    """AsyncClient keyword arguments from this command's --auth-* / --tls-* options."""
+    from clients.auth import AuthenticationBasic, AuthenticationToken
+
+    meta = click.get_current_context().meta
+    out: dict[str, Any] = {}
+    if meta.get("quire.client.auth_token"):
+        out["authentication"] = AuthenticationToken(meta["quire.client.auth_token"])
+    elif meta.get("quire.client.auth_basic"):
+        user, _, password = meta["quire.client.auth_basic"].partition(":")
+        out["authentication"] = AuthenticationBasic(user, password)
+    for key in ("tls_trust_certs_file_path", "tls_allow_insecure_connection", "tls_validate_hostname"):
+        if meta.get(f"quire.client.{key}"):
+            out[key] = meta[f"quire.client.{key}"]
+    return out
 
 
 def _properties(pairs: tuple[str, ...]) -> dict[str, str] | None:
@@ -80,7 +119,7 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
     codec = {"ZLIB": "ZLib"}.get(compression, compression)
 
     async def main() -> int:
-        async with AsyncClient(service_url) as client:
+        async with AsyncClient(service_url, **_client_options()) as client:
             producer = await client.create_producer(
                 topic, compression_type=CompressionType[codec], chunking_enabled=chunking,
                 batching_enabled=not chunking, block_if_queue_full=True,
@@ -122,7 +161,7 @@ def consume(topic: str, subscription_name: str, num_messages: int, subscription_
 
     async def main() -> int:
         nonlocal got
-        async with AsyncClient(service_url) as client:
+        async with AsyncClient(service_url, **_client_options()) as client:
             consumer = await client.subscribe(
                 topic, subscription_name, consumer_type=ConsumerType[subscription_type],
                 initial_position=InitialPosition.Earliest if earliest else InitialPosition.Latest,
@@ -174,7 +213,7 @@ def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: boo
 
     async def main() -> int:
         nonlocal got
-        async with AsyncClient(service_url) as client:
+        async with AsyncClient(service_url, **_client_options()) as client:
             reader = await client.create_reader(topic, start_id, start_message_id_inclusive=inclusive)
             while num_messages == 0 or got < num_messages:
                 if not follow and not await reader.has_message_available():

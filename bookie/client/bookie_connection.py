@@ -13,8 +13,9 @@ connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and t
 from __future__ import annotations
 
 import logging
+import ssl
 import time
-from typing import Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 import trio
 
@@ -24,9 +25,11 @@ from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from bookie.protocol import (
     FrameDecoder,
+    Op,
     ProtocolError,
     Request,
     Response,
+    Status,
     decode_response,
     encode_add_request,
     encode_request,
@@ -51,6 +54,21 @@ def parse_bookie_id(bookie_id: str) -> tuple[str, int]:
     return host, int(port)
 
 
+async def _start_tls(stream: trio.SocketStream, ctx: ssl.SSLContext, host: str) -> Any:
+    """The TLS handshake over a fresh connection (the bookie's certificate checked by ``ctx``)."""
+    try:
+        stream.setsockopt(6, 1, 1)  # TCP_NODELAY before the wrapper hides the socket
+    except OSError:
+        pass
+    tls = trio.SSLStream(stream, ctx, server_hostname=host)
+    try:
+        await tls.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return tls
+
+
 class BookieConnection:
     """Pipelined request/response channel to one bookie; tasks live in the pool's nursery."""
 
@@ -69,6 +87,8 @@ class BookieConnection:
         self._running = False
         self._closed = False
         self._cancel: trio.CancelScope | None = None
+        self._token = config.auth_token()  # presented first on every connection, if configured
+        self._tls = config.tls_context()
 
     @property
     def outstanding(self) -> int:
@@ -141,14 +161,18 @@ class BookieConnection:
                     host, port = parse_bookie_id(self.bookie_id)
                     with trio.fail_after(self._config.client_connect_timeout_ms / 1000):
                         stream = await trio.open_tcp_stream(host, port)
-                except (OSError, ValueError, trio.TooSlowError) as exc:
+                        if self._tls is not None:
+                            stream = await _start_tls(stream, self._tls, host)
+                except (OSError, ValueError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                     self._error = exc
                 else:
                     async with stream:
                         try:
                             stream.setsockopt(6, 1, 1)  # TCP_NODELAY: latency of small acks matters
-                        except OSError:
+                        except (OSError, AttributeError):  # (a TLS stream: set before the handshake)
                             pass
+                        if self._token is not None:  # before any queued request: the bookie checks it first
+                            await stream.send_all(encode_request(Request(Op.AUTH, 0, body=self._token)))
                         async with trio.open_nursery() as inner:
                             stop = inner.cancel_scope
                             inner.start_soon(self._guard, self._writer, stream, stop)
@@ -193,6 +217,8 @@ class BookieConnection:
             for frame in decoder.feed(data):
                 resp = decode_response(frame)
                 p = pending.pop(resp.request_id, None)
+                if p is None and resp.op == Op.AUTH and resp.status != Status.OK:
+                    raise ProtocolError(f"bookie {self.bookie_id} refused this client's identity (UNAUTHORIZED)")
                 if p is not None:  # else: it already timed out
                     try:  # (inlined _complete: once per reply)
                         p[0](resp.status, resp)

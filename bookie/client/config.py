@@ -7,11 +7,12 @@ with BookKeeper's defaults unless noted. Loadable from a TOML table.
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quire.config import build, read_toml
+from quire.config import ConfigError, build, read_toml
 
 
 @dataclass
@@ -33,6 +34,19 @@ class ClientConfig:
     recovery_read_batch_size: int = 64
     # Connection establishment timeout (clientConnectTimeoutMillis).
     client_connect_timeout_ms: int = 10000
+    # The identity presented to bookies that require one (clientAuthProviderFactoryClass:
+    # "token"; client_auth_token is the token, data:/file: value or the token text).
+    client_auth_provider_factory_class: str = ""
+    client_auth_token: str = ""
+    # TLS to bookies (tlsProviderFactoryClass: "" = plain TCP): the bookie's certificate must chain
+    # to tls_trust_store; tls_certificate_path/tls_key_store: this client's certificate, for
+    # bookies with tls_client_authentication. Bookie ids are host:port, so names are not checked
+    # unless tls_hostname_verification_enabled.
+    tls_provider_factory_class: str = ""
+    tls_trust_store: str = ""
+    tls_certificate_path: str = ""
+    tls_key_store: str = ""
+    tls_hostname_verification_enabled: bool = False
     # Largest frame accepted from a bookie (nettyMaxFrameSizeBytes, 5 MiB + header room).
     netty_max_frame_size_bytes: int = 5 * 1024 * 1024 + 64 * 1024
     # Bookies that failed are avoided by placement for this long (bookieQuarantineTimeSeconds).
@@ -43,6 +57,30 @@ class ClientConfig:
     max_entries_per_read_batch: int = 1000
     # Metadata CAS retries when an update races with another writer of the same node.
     metadata_update_max_retries: int = 10
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The client side of TLS to bookies (None: plain TCP)."""
+        if not self.tls_provider_factory_class:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_trust_store or None)
+        ctx.check_hostname = self.tls_hostname_verification_enabled
+        if self.tls_certificate_path:
+            ctx.load_cert_chain(self.tls_certificate_path, self.tls_key_store or None)
+        return ctx
+
+    def auth_token(self) -> bytes | None:
+        """The token presented to bookies (None: none), from ``client_auth_token`` (the token
+        text, ``data:``/``file:`` value or a path)."""
+        if not self.client_auth_provider_factory_class:
+            return None
+        if self.client_auth_provider_factory_class != "token":
+            raise ConfigError(f"unknown client_auth_provider_factory_class {self.client_auth_provider_factory_class!r}"
+                              " (\"\" or \"token\")")
+        value = self.client_auth_token.strip()
+        if value.startswith(("data:", "file:", "/")):
+            from quire.security.keys import read_value
+            return read_value(value, "client_auth_token").strip()
+        return value.encode()
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "ClientConfig":

@@ -10,11 +10,13 @@ import httpx
 import pytest
 
 from broker.admin import build_app
+from broker.authorization import Authorizer
 from broker.config import BrokerConfig
 from broker.errors import BadRequestError, InvalidPoliciesError, PreconditionFailedError
 from broker.names import NamespaceName, TopicName
 from broker.namespaces import default_policies
 from broker.ownership import bundle_of, bundles
+from quire.security.providers import AuthenticationService
 from broker.policies import (
     check_stored,
     int_field,
@@ -136,7 +138,7 @@ def test_network_defaults() -> None:
 
 class _Boom:
     async def clusters(self) -> list[str]:
-        raise RuntimeError("a bug")
+        raise RuntimeError("a bug reading /var/lib/quire/secret.key")
 
 
 class _StubService:
@@ -145,6 +147,8 @@ class _StubService:
     def __init__(self) -> None:
         self.config = BrokerConfig(http_max_request_size=1000)
         self.namespaces = _Boom()
+        self.authn = AuthenticationService.from_config(self.config)
+        self.authz = Authorizer(self.config, self.namespaces)  # type: ignore[arg-type]
 
 
 async def test_unexpected_error_is_a_logged_json_500_and_the_app_keeps_serving(caplog: pytest.LogCaptureFixture) -> None:
@@ -152,7 +156,9 @@ async def test_unexpected_error_is_a_logged_json_500_and_the_app_keeps_serving(c
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         with caplog.at_level(logging.ERROR, logger="broker.admin"):
             r = await http.get("/admin/v2/clusters")
-        assert r.status_code == 500 and r.json()["reason"] == "internal error: RuntimeError: a bug"
+        # the reason names the exception type only: its text (paths, internals) stays in the log
+        assert r.status_code == 500 and r.json()["reason"] == "internal error: RuntimeError"
+        assert "secret.key" not in r.text and "Traceback" not in r.text
         assert len([rec for rec in caplog.records if rec.name == "broker.admin"]) == 1  # logged once
         assert (await http.get("/admin/v2/nope")).status_code == 404  # still serving
         # body cap: declared length and streamed body
@@ -167,3 +173,19 @@ async def test_unexpected_error_is_a_logged_json_500_and_the_app_keeps_serving(c
         # a path name the metadata store could not hold answers 412 before any handler runs
         r = await http.get("/admin/v2/clusters/%2E%2E")
         assert r.status_code == 412 and "cluster" in r.json()["reason"]
+
+
+class _StoreDown:
+    async def clusters(self) -> list[str]:
+        from metadata.errors import StoreUnavailableError
+        raise StoreUnavailableError("metadata database /var/lib/quire/metadata cannot be written: IO error")
+
+
+async def test_metadata_errors_do_not_leak_paths() -> None:
+    service = _StubService()
+    service.namespaces = _StoreDown()  # type: ignore[assignment]
+    app = build_app(service)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        r = await http.get("/admin/v2/clusters")
+    assert r.status_code == 503 and r.json()["reason"] == "metadata store error: StoreUnavailableError"
+    assert "/var/lib" not in r.text

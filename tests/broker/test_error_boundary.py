@@ -62,7 +62,7 @@ async def test_unexpected_error_in_a_handler_is_answered_and_logged_once(
         calls.append(args)
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(broker, "lookup", broken_lookup)
+    monkeypatch.setattr(broker, "lookup_urls", broken_lookup)  # what LOOKUP calls
     conn = await TrioRawConnection.open(broker.port)
     with caplog.at_level(logging.ERROR, logger="broker.connection"):
         await conn.send(C.lookup("persistent://public/default/t", 7))

@@ -143,8 +143,8 @@ class ClusterTopology(Topology):
                 # small entry logs so GC and compaction have rotated logs to work on; the
                 # journal delay route lets a fault make the disk slow
                 topo.targets["bookie"][f"bookie{i}"] = start_bookie(
-                    topo.procs, url, base, i, http_port=http,
-                    extra=("--set", "allow_fault_injection=true", "--set", f"log_size_limit={ENTRY_LOG_BYTES}"))
+                    topo.procs, url, base, i, "--set", "allow_fault_injection=true",
+                    "--set", f"log_size_limit={ENTRY_LOG_BYTES}", http_port=http)
                 topo.bookie_http[f"bookie{i}"] = f"http://127.0.0.1:{http}"
                 topo.bookie_dirs[f"bookie{i}"] = base / f"bookie{i}"
             ports = []

@@ -52,7 +52,7 @@ def test_service_urls() -> None:
     assert parse_service_url("pulsar://localhost:6650") == [("localhost", 6650)]
     assert parse_service_url("pulsar://a:1,b:2") == [("a", 1), ("b", 2)]
     assert parse_service_url("pulsar://host") == [("host", 6650)]
-    for bad in ("http://x:1", "pulsar+ssl://x:1", "pulsar://x:notaport"):
+    for bad in ("http://x:1", "pulsar://x:notaport"):
         with pytest.raises(InvalidUrl):
             parse_service_url(bad)
 

@@ -46,14 +46,15 @@ class Standalone:
         return new_client(self.url, **kwargs)
 
 
-def start_standalone(base: Path, *extra: str) -> Standalone:
+def start_standalone(base: Path, *extra: str, ready_path: str = "/admin/v2/clusters") -> Standalone:
+    """``ready_path``: what answers 200 once it serves (``/metrics`` when authentication is on)."""
     data = base / "data"
     for attempt in range(3):
         port, web = free_port(), free_port()
         proc = QuireProcess.quire(
             ["standalone", "--data-dir", str(data), "--port", str(port), "--web-port", str(web),
              "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING", *extra],
-            log_path=base / f"standalone-{attempt}.log", ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters",
+            log_path=base / f"standalone-{attempt}.log", ready_url=f"http://127.0.0.1:{web}{ready_path}",
         )
         proc.start()
         try:
@@ -88,13 +89,14 @@ def client(standalone: Standalone) -> Iterator[pulsar.Client]:
 
 # -- cluster mode: ZooKeeper + bookie processes + broker processes ------------------------------
 
-def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000, *extra: str) -> tuple[int, int]:
+def start_broker(procs: QuireProcesses, zk_url: str, session_ms: int = 30000, *extra: str,
+                 ready_path: str = "/admin/v2/clusters") -> tuple[int, int]:
     port, web = free_port(), free_port()
     procs("broker", "--metadata-url", zk_url, "--port", str(port), "--web-port", str(web),
           "--set", f"metadata_store_session_timeout_millis={session_ms}",
           "--set", "managed_ledger_default_ensemble_size=2", "--set", "managed_ledger_default_write_quorum=2",
           "--set", "managed_ledger_default_ack_quorum=2", "--log-level", "WARNING", *extra,
-          ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=60)
+          ready_url=f"http://127.0.0.1:{web}{ready_path}", timeout=60)
     return port, web
 
 

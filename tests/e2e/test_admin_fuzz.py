@@ -82,7 +82,7 @@ def paths(draw: st.DrawFn) -> tuple[str, str]:
             out.append(value if value in HOSTILE else quote(value, safe=""))  # hostile ones raw
         else:
             out.append(part)
-    return "".join(out), draw(st.sampled_from(methods))
+    return "".join(out), draw(st.sampled_from(list(methods)))
 
 
 scalars = st.one_of(
