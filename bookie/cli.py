@@ -95,6 +95,7 @@ async def _run_bookie(config: BookieConfig) -> None:
 @click.option("--http-port", "http_server_port", type=int, help="HTTP admin port (default 8000; 0 = any)")
 @click.option("--journal-dir", "journal_directory", help="journal directory")
 @click.option("--ledger-dirs", "ledger_directories", help="comma-separated ledger directories")
+@click.option("--rack", "bookie_rack", help="rack of this bookie for rack-aware placement (/bookies/<id>/rack)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BookieConfig key")
 @click.option("--log-level", default="INFO", show_default=True)
 def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
@@ -258,3 +259,14 @@ def rebuild_index(ledger_dirs: str) -> None:
 
     for cur in _ledger_dirs(ledger_dirs):
         click.echo(json.dumps({"dir": str(cur), **rebuild_location_index(cur)}))
+
+
+def _register_autorecovery_commands() -> None:
+    """`decommission` and `list-underreplicated` talk to the cluster (bookie.autorecovery)."""
+    from bookie.autorecovery.cli import decommission, list_underreplicated
+
+    bookie_shell.add_command(decommission)
+    bookie_shell.add_command(list_underreplicated)
+
+
+_register_autorecovery_commands()

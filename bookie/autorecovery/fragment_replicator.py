@@ -1,0 +1,212 @@
+"""Copy one ledger fragment to a new bookie (BookKeeper's ``LedgerFragmentReplicator``).
+
+A fragment is the share of one ensemble segment that the bookie at ``index`` stores: the
+entries of the segment whose write set includes ``index`` (all of them when E == WQ). The
+entries are read from the other replicas of their write sets, surviving bookies first (a
+decommissioned bookie that still answers is the last resort), verified (digest, ledger and
+entry id), and added byte for byte to the target with RECOVERY_ADD (accepted on a fenced
+ledger; the bookie acks only after its journal fsync).
+
+Reads: E == WQ segments use RANGE_READ (``rereplication_entry_batch_size`` entries per request);
+otherwise one READ per entry. A batch that a source cannot serve whole is continued from the
+next source. Up to ``_BATCHES_IN_FLIGHT`` batches are read and written at once, so reads from
+the source and adds to the target overlap. The caller changes the metadata only after
+:func:`copy_fragment` returned: a copy that failed half way leaves the ensemble as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from bookie.autorecovery.errors import ReplicationError
+from bookie.client.distribution import write_set
+from bookie.client.ledger_metadata import LedgerMetadata
+from bookie.client.read_ops import verified_entry
+from bookie.protocol import Flag, Op, Request, Response, Status
+
+if TYPE_CHECKING:
+    from bookie.client.client_context import ClientContext
+
+__all__ = ["Fragment", "fragments_on", "copy_fragment", "CopyStats"]
+
+_BATCHES_IN_FLIGHT = 4
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """Entries ``first..last`` of the segment starting at ``first`` held by ``ensemble[index]``."""
+
+    first: int
+    last: int  # < first: an empty segment (nothing to copy, only the metadata to fix)
+    index: int
+    ensemble: tuple[str, ...]
+
+    @property
+    def bookie(self) -> str:
+        return self.ensemble[self.index]
+
+
+@dataclass
+class CopyStats:
+    entries: int = 0
+    bytes: int = 0
+
+
+def fragments_on(md: LedgerMetadata, bookies: set[str], *, include_open_tail: bool = False) -> list[Fragment]:
+    """The fragments of ``md`` held by any of ``bookies``. The last segment of a ledger that is
+    not closed has no known end: left out unless ``include_open_tail`` (then it ends at -1 + first,
+    i.e. it is reported with ``last < first``, for the caller to handle)."""
+    out: list[Fragment] = []
+    segs = md.ensembles
+    for i, (first, ensemble) in enumerate(segs):
+        is_tail = i == len(segs) - 1
+        if is_tail and not md.is_closed:
+            if not include_open_tail:
+                continue
+            last = first - 1
+        else:
+            last = segs[i + 1][0] - 1 if not is_tail else md.last_entry_id
+        for idx, b in enumerate(ensemble):
+            if b in bookies:
+                out.append(Fragment(first, last, idx, ensemble))
+    return out
+
+
+async def _request(ctx: "ClientContext", bookie: str, req: Request, timeout_s: float) -> tuple[int, Response | None]:
+    done = trio.Event()
+    out: list[tuple[int, Response | None]] = []
+
+    def on_reply(status: int, resp: Response | None) -> None:
+        out.append((status, resp))
+        done.set()
+
+    ctx.send(bookie, req, on_reply, timeout_s)
+    await done.wait()
+    return out[0]
+
+
+class _Copy:
+    def __init__(self, ctx: "ClientContext", ledger_id: int, md: LedgerMetadata, frag: Fragment, target: str,
+                 master_key: bytes, lost: set[str], batch_size: int) -> None:
+        self.ctx = ctx
+        self.ledger_id = ledger_id
+        self.md = md
+        self.frag = frag
+        self.target = target
+        self.master_key = master_key
+        self.lost = lost
+        self.batch_size = max(1, batch_size)
+        self.stats = CopyStats()
+
+    def sources(self, entry_id: int) -> list[str]:
+        """The other replicas of ``entry_id``: surviving ones first, healthy before quarantined."""
+        ens, e, wq = self.frag.ensemble, self.md.ensemble_size, self.md.write_quorum_size
+        others = [ens[i] for i in write_set(entry_id, e, wq) if i != self.frag.index]
+        bad = self.ctx.quarantined()
+        return sorted(others, key=lambda b: (b in self.lost, b in bad))
+
+    def entry_ids(self) -> list[int]:
+        f = self.frag
+        e, wq = self.md.ensemble_size, self.md.write_quorum_size
+        if e == wq:
+            return list(range(f.first, f.last + 1))
+        return [eid for eid in range(f.first, f.last + 1) if f.index in write_set(eid, e, wq)]
+
+    async def run(self) -> CopyStats:
+        ids = self.entry_ids()
+        if not ids:
+            return self.stats
+        contiguous = self.md.ensemble_size == self.md.write_quorum_size
+        limiter = trio.Semaphore(_BATCHES_IN_FLIGHT)
+        async with trio.open_nursery() as nursery:
+            for start in range(0, len(ids), self.batch_size):
+                batch = ids[start:start + self.batch_size]
+                await limiter.acquire()
+                nursery.start_soon(self._batch, batch, contiguous, limiter)
+        return self.stats
+
+    async def _batch(self, batch: list[int], contiguous: bool, limiter: trio.Semaphore) -> None:
+        try:
+            if contiguous:
+                data = await self._range(batch[0], batch[-1])
+            else:
+                data = []
+                for eid in batch:
+                    data.append(await self._one(eid))
+            await self._write(batch, data)
+        finally:
+            limiter.release()
+
+    async def _range(self, first: int, last: int) -> list[bytes]:
+        """Entries first..last, verified, from one source after the other (RANGE_READ)."""
+        out: list[bytes] = []
+        timeout = self.ctx.config.read_timeout_s
+        errors: list[str] = []
+        for source in self.sources(first):
+            while first + len(out) <= last:
+                lo = first + len(out)
+                req = Request(Op.RANGE_READ, 0, self.ledger_id, lo, 0, self.master_key, last_entry_id=last,
+                              max_entries=last - lo + 1)
+                status, resp = await _request(self.ctx, source, req, timeout)
+                got = 0
+                if status == Status.OK and resp is not None:
+                    for eid, data in enumerate(resp.entries, lo):
+                        if eid > last or verified_entry(data, self.ledger_id, eid) is None:
+                            break
+                        out.append(data)
+                        got += 1
+                if not got:
+                    errors.append(f"{source}: status {status}")
+                    if status not in (Status.OK, Status.NO_ENTRY, Status.NO_LEDGER):
+                        self.ctx.note_bookie_failure(source)
+                    break  # the next source continues where this one stopped
+            if first + len(out) > last:
+                return out
+        raise ReplicationError(f"ledger {self.ledger_id}: no replica served entries {first + len(out)}..{last} "
+                               f"({'; '.join(errors)})")
+
+    async def _one(self, entry_id: int) -> bytes:
+        timeout = self.ctx.config.read_timeout_s
+        errors = []
+        for source in self.sources(entry_id):
+            req = Request(Op.READ, 0, self.ledger_id, entry_id, 0, self.master_key)
+            status, resp = await _request(self.ctx, source, req, timeout)
+            if status == Status.OK and resp is not None and verified_entry(resp.body, self.ledger_id, entry_id):
+                return resp.body
+            errors.append(f"{source}: status {status}")
+        raise ReplicationError(f"ledger {self.ledger_id}: no replica served entry {entry_id} ({'; '.join(errors)})")
+
+    async def _write(self, ids: list[int], data: list[bytes]) -> None:
+        """Add the batch to the target; returns once every add is acked (journal fsynced)."""
+        conn = self.ctx.connection(self.target)
+        left = len(ids)
+        failed: list[str] = []
+        done = trio.Event()
+
+        def on_ack(eid: int, status: int, _resp: object = None) -> None:
+            nonlocal left
+            left -= 1
+            if status != Status.OK:
+                failed.append(f"{eid}: status {status}")
+            if left == 0:
+                done.set()
+
+        flags = int(Flag.RECOVERY_ADD)
+        timeout = self.ctx.config.add_entry_timeout_s
+        for eid, entry in zip(ids, data, strict=True):
+            conn.send_add(self.ledger_id, eid, flags, self.master_key, entry,
+                          lambda status, resp, eid=eid: on_ack(eid, status, resp), timeout)
+        await done.wait()
+        if failed:
+            raise ReplicationError(f"ledger {self.ledger_id}: {self.target} refused adds ({', '.join(failed[:5])})")
+        self.stats.entries += len(ids)
+        self.stats.bytes += sum(len(d) for d in data)
+
+
+async def copy_fragment(ctx: "ClientContext", ledger_id: int, md: LedgerMetadata, frag: Fragment, target: str,
+                        master_key: bytes, lost: set[str], batch_size: int) -> CopyStats:
+    """Copy ``frag`` to ``target``; ReplicationError if some entry could not be read or written."""
+    return await _Copy(ctx, ledger_id, md, frag, target, master_key, lost, batch_size).run()

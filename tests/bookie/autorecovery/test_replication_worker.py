@@ -1,0 +1,166 @@
+"""Replication worker and auditor against fake bookies on a memory store (unit level)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import trio
+
+from bookie.autorecovery.auditor import Auditor
+from bookie.autorecovery.metrics import AutoRecoveryMetrics
+from bookie.autorecovery.replication_worker import ReplicationWorker
+from bookie.autorecovery.underreplication import AUDITOR_PATH, UnderReplicationManager
+from bookie.client.ledger_metadata import decode_metadata, encode_metadata
+from bookie.config import BookieConfig
+from bookie.protocol import Status
+from metadata.ledger_ids import ledger_path
+
+
+def _config(**kw) -> BookieConfig:
+    values = dict(open_ledger_rereplication_grace_period=0, rw_rereplicate_backoff_ms=10)
+    values.update(kw)
+    return BookieConfig(**values)
+
+
+async def _write(lh, n, start=0):
+    for i in range(start, start + n):
+        await lh.add_entry(b"entry-%d" % i)
+
+
+async def _lose(cluster, bookie_id):
+    cluster[bookie_id].crash()
+    await cluster.unregister(cluster[bookie_id])
+
+
+async def test_closed_ledger_fragment_copied_and_ensemble_replaced(bk, cluster, store):
+    lh = await bk.create_ledger(2, 2, 2, password=b"")
+    await _write(lh, 30)
+    await lh.close()
+    victim, survivor = lh.metadata.last_ensemble[1], lh.metadata.last_ensemble[0]
+    (spare,) = set(cluster.bookies) - {victim, survivor}
+    await _lose(cluster, victim)
+    urm = UnderReplicationManager(store)
+    await urm.mark(lh.ledger_id, {victim})
+    metrics = AutoRecoveryMetrics()
+    worker = ReplicationWorker(bk, _config(rereplication_entry_batch_size=7), metrics, "w1")
+    assert await worker.run_once() == 1
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert md.ensembles == ((0, (survivor, spare)),)
+    assert cluster[spare].ledgers[lh.ledger_id].entries == cluster[survivor].ledgers[lh.ledger_id].entries
+    assert len(cluster[spare].ledgers[lh.ledger_id].entries) == 30
+    assert await urm.get(lh.ledger_id) is None and not await urm.is_locked(lh.ledger_id)
+    assert metrics.rereplicated_entries._value.get() == 30
+
+
+async def test_metadata_cas_conflict_is_reread_and_retried(bk, cluster, store):
+    """Another writer changes the ledger's metadata between the worker's read and its CAS:
+    the CAS fails on the version, the worker re-reads and replaces the slot in the fresh value
+    (the other change is kept)."""
+    lh = await bk.create_ledger(2, 2, 2)
+    await _write(lh, 10)
+    await lh.close()
+    victim = lh.metadata.last_ensemble[0]
+    await _lose(cluster, victim)
+    await UnderReplicationManager(store).mark(lh.ledger_id, {victim})
+    path = ledger_path(lh.ledger_id)
+    orig_put = store.put
+    puts = []
+
+    async def racing_put(p, value, expected_version=None, **kw):
+        if p == path:
+            puts.append(expected_version)
+            if len(puts) == 1:  # someone else gets in first
+                data, stat = await store.get(path)
+                other = dataclasses.replace(decode_metadata(data), custom_metadata={"owner": b"other"})
+                await orig_put(path, encode_metadata(other), stat.version)
+        return await orig_put(p, value, expected_version, **kw)
+
+    store.put = racing_put
+    worker = ReplicationWorker(bk, _config(), AutoRecoveryMetrics(), "w1")
+    assert await worker.run_once() == 1
+    assert len(puts) == 2 and puts[1] == puts[0] + 1  # the retry used the re-read version
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert victim not in md.all_bookies() and md.custom_metadata == {"owner": b"other"}
+
+
+async def test_earlier_segment_of_open_ledger_replicated_under_a_live_writer(bk, cluster, store):
+    """An open ledger's earlier segment is re-replicated while its writer keeps writing; the
+    writer's later ensemble change keeps that replacement (it owns only the last segment)."""
+    await cluster.add_bookie()
+    await cluster.add_bookie()
+    lh = await bk.create_ledger(2, 2, 2)
+    await _write(lh, 10)
+    victim = lh.metadata.last_ensemble[0]
+    cluster[victim].faults.add_status = Status.IO  # the writer replaces it from entry 10 on
+    await _write(lh, 10, 10)
+    assert len(lh.metadata.ensembles) == 2 and victim not in lh.metadata.last_ensemble
+    await _lose(cluster, victim)
+    await UnderReplicationManager(store).mark(lh.ledger_id, {victim})
+    worker = ReplicationWorker(bk, _config(open_ledger_rereplication_grace_period=60_000), AutoRecoveryMetrics(), "w")
+    assert await worker.run_once() == 1  # only an earlier segment: no fencing needed
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert victim not in md.all_bookies() and md.state.value == "OPEN"
+    # the writer loses another bookie of its last ensemble: its ensemble change must succeed
+    cluster[lh.metadata.last_ensemble[1]].faults.add_status = Status.IO
+    await _write(lh, 10, 20)
+    await lh.close()
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert victim not in md.all_bookies() and md.last_entry_id == 29
+    assert [e.data for e in await lh.read(0, 29)] == [b"entry-%d" % i for i in range(30)]
+
+
+async def test_open_ledger_of_a_dead_writer_is_fenced_after_the_grace_period(bk, cluster, store):
+    lh = await bk.create_ledger(2, 2, 2)
+    await _write(lh, 12)  # never closed: its writer "died"
+    victim = lh.metadata.last_ensemble[1]
+    await _lose(cluster, victim)
+    await UnderReplicationManager(store).mark(lh.ledger_id, {victim})
+    worker = ReplicationWorker(bk, _config(open_ledger_rereplication_grace_period=300), AutoRecoveryMetrics(), "w")
+    assert await worker.run_once() == 0  # within the grace period: left for the writer
+    assert (await bk.get_ledger_metadata(lh.ledger_id)).state.value == "OPEN"
+    await trio.sleep(0.35)
+    assert await worker.run_once() == 1
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert md.is_closed and md.last_entry_id == 11 and victim not in md.all_bookies()
+    for b in md.last_ensemble:
+        assert sorted(cluster[b].ledgers[lh.ledger_id].entries) == list(range(12))
+
+
+async def test_auditor_marks_ledgers_of_lost_bookies_after_the_delay(bk, cluster, store):
+    a = await bk.create_ledger(2, 2, 2)
+    await _write(a, 3)
+    await a.close()
+    victim = a.metadata.last_ensemble[0]
+    await _lose(cluster, victim)
+    registered = set(cluster.bookies) - {victim}
+    urm = UnderReplicationManager(store)
+    slow = Auditor(bk, _config(lost_bookie_recovery_delay=3600), AutoRecoveryMetrics(), "a1")
+    assert await slow.audit(registered, set()) == 0  # missing, not lost yet
+    assert await urm.get(a.ledger_id) is None
+    fast = Auditor(bk, _config(lost_bookie_recovery_delay=0), AutoRecoveryMetrics(), "a2")
+    assert await fast.audit(registered, set()) == 1
+    assert (await urm.get(a.ledger_id)).missing_replicas == {victim}
+    # decommissioned = lost at once, even while registered
+    other = a.metadata.last_ensemble[1]
+    assert await slow.audit(set(cluster.bookies), {other}) == 1
+    assert (await urm.get(a.ledger_id)).missing_replicas == {victim, other}
+
+
+async def test_one_auditor_is_elected_and_a_standby_takes_over(bk, store):
+    config = _config(auditor_periodic_check_interval=0)
+    one = Auditor(bk, config, AutoRecoveryMetrics(), "one")
+    two = Auditor(bk, config, AutoRecoveryMetrics(), "two")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(one.run)
+        with trio.fail_after(5):
+            while not one.is_auditor:
+                await trio.sleep(0.01)
+        await nursery.start(two.run)
+        await trio.sleep(0.2)
+        assert not two.is_auditor and await UnderReplicationManager(store).auditor() == "one"
+        await store.delete(AUDITOR_PATH)  # as when the auditor's session ends
+        with trio.fail_after(5):
+            while not two.is_auditor:  # its watch on the election node fired
+                await trio.sleep(0.01)
+        assert await UnderReplicationManager(store).auditor() == "two"
+        nursery.cancel_scope.cancel()
