@@ -68,7 +68,7 @@ async def _run_bookie(config: BookieConfig) -> None:
     if config.metadata_service_uri:
         from metadata import open_store
 
-        store = await open_store(config.metadata_service_uri)
+        store = await open_store(config.metadata_service_uri, session_timeout_s=config.zk_timeout / 1000)
     try:
         async with trio.open_nursery() as nursery:
             bookie = Bookie(config, store)

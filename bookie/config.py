@@ -28,6 +28,8 @@ class BookieConfig:
     http_server_enabled: bool = True
     http_server_port: int = 8000
     metadata_service_uri: str = ""  # "" = no metadata store (cookies on disk only, no registration)
+    # Metadata (ZooKeeper) session timeout: a killed bookie's registration vanishes after it (zkTimeout).
+    zk_timeout: int = 10_000  # ms
     netty_max_frame_size_bytes: int = MAX_FRAME_SIZE
     max_pending_requests_per_connection: int = 10_000
     # Replies queued for one connection: its reader pauses above the high mark until they drain

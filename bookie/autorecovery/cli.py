@@ -23,10 +23,10 @@ from bookie.cli import build_config
 log = logging.getLogger(__name__)
 
 
-async def _open(url: str) -> Any:
+async def _open(url: str, session_timeout_s: float = 10.0) -> Any:
     from metadata import open_store
 
-    return await open_store(url)
+    return await open_store(url, session_timeout_s=session_timeout_s)
 
 
 @click.command("autorecovery")
@@ -51,7 +51,7 @@ def autorecovery(conf: str | None, metadata_service_uri: str | None, http_port: 
         registry = CollectorRegistry(auto_describe=True)
         if http_port is not None:
             start_http_server(http_port, addr=config.listening_interface, registry=registry)
-        store = await _open(config.metadata_service_uri)
+        store = await _open(config.metadata_service_uri, config.zk_timeout / 1000)
         try:
             async with trio.open_nursery() as nursery:
                 ar = await nursery.start(AutoRecovery(store, config, registry=registry).run)

@@ -11,7 +11,7 @@ from tests.fixtures.processes import QuireProcess, QuireProcesses, free_port
 
 
 class RealBookie:
-    def __init__(self, procs: QuireProcesses, zk_url: str, base: Path, index: int) -> None:
+    def __init__(self, procs: QuireProcesses, zk_url: str, base: Path, index: int, extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.http_port = free_port()
         self.bookie_id = f"127.0.0.1:{self.port}"
@@ -24,6 +24,7 @@ class RealBookie:
             "--journal-dir", str(base / "journal"),
             "--ledger-dirs", str(base / "ledgers"),
             "--log-level", "WARNING",
+            *extra,
             ready_port=self.port,
             timeout=60.0,
         )
@@ -38,8 +39,9 @@ class RealBookie:
 
 
 async def start_bookies(procs: QuireProcesses, zk_url: str, base: Path, n: int,
-                        store: MetadataStore) -> list[RealBookie]:
-    bookies = [RealBookie(procs, zk_url, base, i) for i in range(n)]
+                        store: MetadataStore, extra: tuple[str, ...] = ()) -> list[RealBookie]:
+    """``extra``: more `quire bookie` arguments for every bookie (e.g. ``--set key=value``)."""
+    bookies = [RealBookie(procs, zk_url, base, i, extra) for i in range(n)]
     await wait_registered(store, {b.bookie_id for b in bookies})
     return bookies
 
