@@ -30,13 +30,11 @@ from typing import TYPE_CHECKING, Callable
 
 import trio
 
-from bookie.autorecovery.fragment_replicator import Fragment, fragments_on
+from bookie.autorecovery.fragment_replicator import fragment_lacks_entries, fragments_on
 from bookie.autorecovery.metrics import LISTED_LEDGERS_MAX, AutoRecoveryMetrics
 from bookie.autorecovery.underreplication import AUDITOR_PATH, DECOMMISSION_PATH, UnderReplicationManager
 from bookie.client.client_context import AVAILABLE_PATH
-from bookie.client.distribution import write_set
 from bookie.client.errors import BKError, BKNoSuchLedgerError
-from bookie.protocol import Op, Request, Status
 from metadata.errors import AlreadyExistsError, MetadataError, NotFoundError
 from metadata.ledger_ids import iter_ledger_ids
 from metadata.store import WatchEvent
@@ -227,7 +225,6 @@ class Auditor:
         that should hold them; mark the replicas that answer they do not have them."""
         marked = 0
         lm = self.bk.ctx.ledger_manager
-        timeout = self.bk.config.read_timeout_s
         async for ledger_id in iter_ledger_ids(self.store):
             try:
                 md = (await lm.read(ledger_id))[0]
@@ -237,28 +234,14 @@ class Auditor:
                 continue
             bad: set[str] = set()
             for frag in fragments_on(md, registered):
-                for eid in _first_and_last(frag, md.ensemble_size, md.write_quorum_size):
-                    status = await self._read_status(frag.bookie, ledger_id, eid, timeout)
-                    if status in (Status.NO_ENTRY, Status.NO_LEDGER):
-                        bad.add(frag.bookie)
+                if frag.bookie not in bad and await fragment_lacks_entries(self.bk.ctx, ledger_id, md, frag):
+                    bad.add(frag.bookie)
             if bad and await self.urm.mark(ledger_id, bad):
                 marked += 1
                 log.warning("ledger %d: %s lost entries they should hold", ledger_id, sorted(bad))
         if marked and self.on_marked is not None:
             self.on_marked()
         return marked
-
-    async def _read_status(self, bookie: str, ledger_id: int, entry_id: int, timeout: float) -> int:
-        done = trio.Event()
-        status_out = [int(Status.IO)]
-
-        def on_reply(status: int, _resp: object) -> None:
-            status_out[0] = status
-            done.set()
-
-        self.bk.ctx.send(bookie, Request(Op.READ, 0, ledger_id, entry_id, 0, b""), on_reply, timeout)
-        await done.wait()
-        return status_out[0]
 
     async def refresh_metrics(self) -> None:
         marks: dict[int, int] = {}
@@ -274,13 +257,3 @@ class Auditor:
             return
         self.metrics.list_under_replicated(marks, total)
 
-
-def _first_and_last(frag: Fragment, ensemble_size: int, write_quorum: int) -> list[int]:
-    """The first and last entries of the segment that ``frag``'s bookie stores."""
-    def held(eid: int) -> bool:
-        return frag.index in write_set(eid, ensemble_size, write_quorum)
-
-    span = range(frag.first, frag.last + 1)
-    first = next((e for e in span[:ensemble_size] if held(e)), None)
-    last = next((e for e in reversed(span[-ensemble_size:]) if held(e)), None)
-    return sorted({e for e in (first, last) if e is not None})

@@ -16,6 +16,7 @@ the source and adds to the target overlap. The caller changes the metadata only 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,7 @@ from bookie.protocol import Flag, Op, Request, Response, Status
 if TYPE_CHECKING:
     from bookie.client.client_context import ClientContext
 
-__all__ = ["Fragment", "fragments_on", "copy_fragment", "CopyStats"]
+__all__ = ["Fragment", "fragments_on", "copy_fragment", "CopyStats", "fragment_ends", "fragment_lacks_entries"]
 
 _BATCHES_IN_FLIGHT = 4
 
@@ -197,8 +198,7 @@ class _Copy:
         flags = int(Flag.RECOVERY_ADD)
         timeout = self.ctx.config.add_entry_timeout_s
         for eid, entry in zip(ids, data, strict=True):
-            conn.send_add(self.ledger_id, eid, flags, self.master_key, entry,
-                          lambda status, resp, eid=eid: on_ack(eid, status, resp), timeout)
+            conn.send_add(self.ledger_id, eid, flags, self.master_key, entry, functools.partial(on_ack, eid), timeout)
         await done.wait()
         if failed:
             raise ReplicationError(f"ledger {self.ledger_id}: {self.target} refused adds ({', '.join(failed[:5])})")
@@ -210,3 +210,26 @@ async def copy_fragment(ctx: "ClientContext", ledger_id: int, md: LedgerMetadata
                         master_key: bytes, lost: set[str], batch_size: int) -> CopyStats:
     """Copy ``frag`` to ``target``; ReplicationError if some entry could not be read or written."""
     return await _Copy(ctx, ledger_id, md, frag, target, master_key, lost, batch_size).run()
+
+
+def fragment_ends(frag: Fragment, ensemble_size: int, write_quorum: int) -> list[int]:
+    """The first and last entries of the segment that ``frag``'s bookie stores (BookKeeper's
+    LedgerChecker reads these two when ``auditorLedgerVerificationPercentage`` is 0)."""
+    def held(eid: int) -> bool:
+        return frag.index in write_set(eid, ensemble_size, write_quorum)
+
+    span = range(frag.first, frag.last + 1)
+    first = next((e for e in span[:ensemble_size] if held(e)), None)
+    last = next((e for e in reversed(span[-ensemble_size:]) if held(e)), None)
+    return sorted({e for e in (first, last) if e is not None})
+
+
+async def fragment_lacks_entries(ctx: "ClientContext", ledger_id: int, md: LedgerMetadata, frag: Fragment) -> bool:
+    """True if ``frag``'s bookie answers NO_ENTRY/NO_LEDGER for an end of its share (an
+    unanswered read proves nothing: False)."""
+    for eid in fragment_ends(frag, md.ensemble_size, md.write_quorum_size):
+        status, _ = await _request(ctx, frag.bookie, Request(Op.READ, 0, ledger_id, eid, 0, b""),
+                                   ctx.config.read_timeout_s)
+        if status in (Status.NO_ENTRY, Status.NO_LEDGER):
+            return True
+    return False

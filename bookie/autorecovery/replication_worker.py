@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from bookie.autorecovery.errors import AutoRecoveryError, NoLedgerPasswordError, ReplicationError
-from bookie.autorecovery.fragment_replicator import Fragment, copy_fragment, fragments_on
+from bookie.autorecovery.fragment_replicator import Fragment, copy_fragment, fragment_lacks_entries, fragments_on
 from bookie.autorecovery.metrics import AutoRecoveryMetrics
 from bookie.autorecovery.underreplication import UnderReplicationManager
 from bookie.client.client_context import AVAILABLE_PATH
@@ -133,6 +133,12 @@ class ReplicationWorker:
         registered = await registered_bookies(self.bk.store)
         lost = {b for b in mark.missing_replicas if b in decommissioned or b not in registered}
         lost |= md.all_bookies() & decommissioned
+        for b in mark.missing_replicas - lost:
+            # registered, yet marked (the auditor's entry check): lost for this ledger only if
+            # it really lacks entries it should hold (else it came back with its data)
+            if md.is_closed and any([await fragment_lacks_entries(self.ctx, ledger_id, md, f)
+                                     for f in fragments_on(md, {b})]):
+                lost.add(b)
         if not lost:
             log.info("ledger %d: its missing replicas %s are back; nothing to copy", ledger_id,
                      sorted(mark.missing_replicas))

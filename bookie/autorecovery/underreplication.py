@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from bookie.autorecovery.errors import AutoRecoveryError
 from metadata.errors import AlreadyExistsError, BadVersionError, MetadataError, NotEmptyError, NotFoundError
 from metadata.ledger_ids import iter_ledger_ids, ledger_path
-from metadata.store import MetadataStore
+from metadata.store import MetadataStore, WatchCallback
 from metadata.values import ValueDecodeError, pack, unpack
 
 __all__ = [
@@ -166,7 +166,7 @@ class UnderReplicationManager:
         except AlreadyExistsError:
             pass
 
-    async def decommissioned(self, watch=None) -> set[str]:  # type: ignore[no-untyped-def]
+    async def decommissioned(self, watch: WatchCallback | None = None) -> set[str]:
         try:
             return set(await self.store.children(DECOMMISSION_PATH, watch))
         except NotFoundError:

@@ -164,3 +164,29 @@ async def test_one_auditor_is_elected_and_a_standby_takes_over(bk, store):
                 await trio.sleep(0.01)
         assert await UnderReplicationManager(store).auditor() == "two"
         nursery.cancel_scope.cancel()
+
+
+async def test_entry_check_finds_a_live_bookie_that_lost_its_data(bk, cluster, store):
+    """The periodic entry check marks a registered bookie that answers NO_LEDGER for a fragment
+    it should hold; the worker replaces it. A marked bookie that still has its data is left in
+    place (the mark is just removed)."""
+    a = await bk.create_ledger(2, 2, 2)
+    await _write(a, 8)
+    await a.close()
+    wiped, kept = a.metadata.last_ensemble
+    (spare,) = set(cluster.bookies) - {wiped, kept}
+    del cluster[wiped].ledgers[a.ledger_id]  # e.g. its disk was replaced under the same id
+    auditor = Auditor(bk, _config(), AutoRecoveryMetrics(), "a")
+    assert await auditor.check_entries(set(cluster.bookies)) == 1
+    urm = UnderReplicationManager(store)
+    assert (await urm.get(a.ledger_id)).missing_replicas == {wiped}
+    worker = ReplicationWorker(bk, _config(), AutoRecoveryMetrics(), "w")
+    assert await worker.run_once() == 1
+    assert (await bk.get_ledger_metadata(a.ledger_id)).last_ensemble == (spare, kept)
+    assert sorted(cluster[spare].ledgers[a.ledger_id].entries) == list(range(8))
+    # a false alarm: the replica is there, nothing is copied
+    await urm.mark(a.ledger_id, {kept})
+    metrics = AutoRecoveryMetrics()
+    assert await ReplicationWorker(bk, _config(), metrics, "w2").run_once() == 1
+    assert (await bk.get_ledger_metadata(a.ledger_id)).last_ensemble == (spare, kept)
+    assert metrics.rereplicated_entries._value.get() == 0
