@@ -18,8 +18,6 @@ from typing import Any
 import click
 import trio
 
-from bookie.cli import build_config
-
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +36,8 @@ async def _open(url: str, session_timeout_s: float = 10.0) -> Any:
 def autorecovery(conf: str | None, metadata_service_uri: str | None, http_port: int | None, sets: tuple[str, ...],
                  log_level: str) -> None:
     """Run the auditor (elected among all auto-recovery processes) and a replication worker."""
+    from bookie.cli import build_config  # (bookie.cli registers this module's shell commands)
+
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = build_config(conf, {"metadata_service_uri": metadata_service_uri}, sets)
     if not config.metadata_service_uri:
@@ -78,6 +78,7 @@ def decommission(metadata_url: str, bookie_id: str, conf: str | None, sets: tupl
     """Re-replicate every ledger fragment on a bookie elsewhere and wait until none names it."""
     from bookie.autorecovery.decommission import decommission_bookie
     from bookie.autorecovery.errors import DecommissionError
+    from bookie.cli import build_config
 
     config = build_config(conf, {"metadata_service_uri": metadata_url}, sets)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -170,3 +170,18 @@ async def test_decommission_drains_a_read_only_bookie(zk_store, zk_url, quire_pr
     await _assert_two_replicas_everywhere(zk_store, written, target.bookie_id)
     assert await UnderReplicationManager(zk_store).decommissioned() == set()
     await wait_registered(zk_store, {b.bookie_id for b in bookies if b is not target})
+
+
+async def test_quire_autorecovery_process_is_elected_and_serves_metrics(zk_url, quire_procs):
+    from tests.fixtures.processes import free_port
+
+    port = free_port()
+    quire_procs("autorecovery", "--metadata-url", zk_url, "--http-port", str(port), "--log-level", "WARNING",
+                ready_log="autorecovery .* running", timeout=60.0)
+    with trio.fail_after(30):
+        while "auditor_elected 1.0" not in await trio.to_thread.run_sync(_metrics, port):
+            await trio.sleep(0.2)
+    rc, out = await _quire("bookie-shell", "list-underreplicated", "--metadata-url", zk_url)
+    assert rc == 0, out
+    head = json.loads(out.splitlines()[0])
+    assert head["auditor"].startswith("autorecovery/") and head["under_replicated"] == 0
