@@ -43,35 +43,23 @@ from bookie.autorecovery.replication_worker import ReplicationWorker  # noqa: E4
 from bookie.autorecovery.underreplication import UnderReplicationManager  # noqa: E402
 from bookie.client import BookKeeper, ClientConfig  # noqa: E402
 from bookie.config import BookieConfig  # noqa: E402
-from tests.fixtures.processes import free_port, port_open  # noqa: E402
+from bench import bench_ledger_client  # noqa: E402
 from tests.fixtures.zookeeper import ZooKeeperServer  # noqa: E402
 
 MB = 1024 * 1024
 
 
-def start_bookie(root: Path, zk_url: str, i: int) -> tuple[subprocess.Popen, str, Path]:
-    port = free_port()
-    data = root / f"bookie{i}"
-    cmd = [
-        sys.executable, "-m", "quire", "bookie", "--metadata-url", zk_url, "--port", str(port),
-        "--http-port", "0", "--journal-dir", str(data / "journal"), "--ledger-dirs", str(data / "ledgers"),
-        "--set", "zk_timeout=2000", "--set", "journal_pre_alloc_size_mb=4", "--log-level", "WARNING",
-    ]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not port_open("127.0.0.1", port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("bookie did not start")
-        time.sleep(0.1)
-    return proc, f"127.0.0.1:{port}", data
+def start_bookie(root: Path, zk_url: str, i: int) -> tuple[subprocess.Popen, str, list[Path]]:
+    proc, bookie_id = bench_ledger_client.start_bookie(
+        root, zk_url, i, ("--set", "zk_timeout=2000", "--set", "journal_pre_alloc_size_mb=4"))
+    return proc, bookie_id, [root / f"j{i}", root / f"l{i}"]
 
 
-def file_copy(src_dir: Path, dst_dir: Path, nbytes: int) -> float:
-    """Copy the first ``nbytes`` of the files under ``src_dir`` into ``dst_dir`` (fsync per file);
+def file_copy(src_dirs: list[Path], dst_dir: Path, nbytes: int) -> float:
+    """Copy the first ``nbytes`` of the files under ``src_dirs`` into ``dst_dir`` (fsync per file);
     returns MB/s."""
     dst_dir.mkdir(parents=True, exist_ok=True)
-    files = sorted((p for p in src_dir.rglob("*") if p.is_file() and p.stat().st_size > 0),
+    files = sorted((p for d in src_dirs for p in d.rglob("*") if p.is_file() and p.stat().st_size > 0),
                    key=lambda p: -p.stat().st_size)
     left = nbytes
     t0 = time.perf_counter()
@@ -97,6 +85,7 @@ async def one_round(root: Path, zk: ZooKeeperServer, args: argparse.Namespace, i
     chroot = f"/bench-ar-{index}"
     zk.ensure_path(chroot)
     url = zk.url(chroot)
+    root.mkdir(parents=True, exist_ok=True)
     bookies = [start_bookie(root, url, i) for i in range(3)]
     try:
         store = await metadata.open_store(url)
@@ -134,7 +123,7 @@ async def _measure(store, bookies, root: Path, args: argparse.Namespace) -> dict
     with trio.fail_after(60):
         while victim in set(await store.children("/ledgers/available")):
             await trio.sleep(0.1)
-    survivors = [d for _, b, d in bookies if b != victim]
+    survivors = [d[1] for _, b, d in bookies if b != victim]  # their ledger dirs
     copy_before = file_copy(victim_dir, survivors[0] / "copy-ref", held[victim])
     cfg = BookieConfig(rw_rereplicate_backoff_ms=200)
     metrics = AutoRecoveryMetrics()

@@ -34,9 +34,8 @@ from bookie.autorecovery.fragment_replicator import fragment_lacks_entries, frag
 from bookie.autorecovery.metrics import LISTED_LEDGERS_MAX, AutoRecoveryMetrics
 from bookie.autorecovery.underreplication import AUDITOR_PATH, DECOMMISSION_PATH, UnderReplicationManager
 from bookie.client.client_context import AVAILABLE_PATH
-from bookie.client.errors import BKError, BKNoSuchLedgerError
+from bookie.client.errors import BKError
 from metadata.errors import AlreadyExistsError, MetadataError, NotFoundError
-from metadata.ledger_ids import iter_ledger_ids
 from metadata.store import WatchEvent
 from metadata.values import pack, unpack
 
@@ -194,15 +193,7 @@ class Auditor:
         delay = max(0, self.config.lost_bookie_recovery_delay)
         now = time.monotonic()
         marked = 0
-        lm = self.bk.ctx.ledger_manager
-        async for ledger_id in iter_ledger_ids(self.store):
-            try:
-                md = (await lm.read(ledger_id))[0]
-            except BKNoSuchLedgerError:
-                continue  # deleted while we walked
-            except BKError as exc:
-                log.warning("audit: cannot read ledger %d: %s", ledger_id, exc)
-                continue
+        async for ledger_id, md in self.bk.ctx.ledger_manager.iter_metadata(_log_unreadable):
             bad = set()
             for b in md.all_bookies():
                 if b in decommissioned:
@@ -224,12 +215,7 @@ class Auditor:
         """For each closed ledger, read each fragment's first and last entry from the live bookie
         that should hold them; mark the replicas that answer they do not have them."""
         marked = 0
-        lm = self.bk.ctx.ledger_manager
-        async for ledger_id in iter_ledger_ids(self.store):
-            try:
-                md = (await lm.read(ledger_id))[0]
-            except BKError:
-                continue
+        async for ledger_id, md in self.bk.ctx.ledger_manager.iter_metadata(_log_unreadable):
             if not md.is_closed:
                 continue
             bad: set[str] = set()
@@ -257,3 +243,6 @@ class Auditor:
             return
         self.metrics.list_under_replicated(marks, total)
 
+
+def _log_unreadable(ledger_id: int, exc: BKError) -> None:
+    log.warning("audit: cannot read ledger %d: %s", ledger_id, exc)

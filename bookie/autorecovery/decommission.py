@@ -17,10 +17,8 @@ import trio
 from bookie.autorecovery.errors import DecommissionError
 from bookie.autorecovery.underreplication import UnderReplicationManager
 from bookie.client.client_context import AVAILABLE_PATH
-from bookie.client.errors import BKError
 from bookie.client.ledger_manager import LedgerManager
 from metadata.errors import MetadataError, NotFoundError
-from metadata.ledger_ids import iter_ledger_ids
 from metadata.store import MetadataStore
 
 if TYPE_CHECKING:
@@ -33,16 +31,7 @@ POLL_S = 1.0
 
 async def ledgers_on(store: MetadataStore, bookie_id: str) -> list[int]:
     """Ledgers whose metadata names ``bookie_id`` in any ensemble."""
-    lm = LedgerManager(store)
-    out = []
-    async for ledger_id in iter_ledger_ids(store):
-        try:
-            md = (await lm.read(ledger_id))[0]
-        except BKError:
-            continue
-        if bookie_id in md.all_bookies():
-            out.append(ledger_id)
-    return out
+    return [lid async for lid, md in LedgerManager(store).iter_metadata() if bookie_id in md.all_bookies()]
 
 
 async def decommission_bookie(store: MetadataStore, bookie_id: str, config: "BookieConfig", *,

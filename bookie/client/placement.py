@@ -56,11 +56,8 @@ class RandomPlacementPolicy:
         self._rng.shuffle(fallback)
         return good, fallback
 
-    def new_ensemble(
-        self, ensemble_size: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
-    ) -> list[str]:
-        good, fallback = self._candidates(writable, exclude, quarantined)
-        chosen = (good + fallback)[:ensemble_size]
+    @staticmethod
+    def _enough(chosen: list[str], ensemble_size: int, writable: Sequence[str], exclude: set[str]) -> list[str]:
         if len(chosen) < ensemble_size:
             raise BKNotEnoughBookiesError(
                 f"need {ensemble_size} writable bookies, have {len(chosen)} ({sorted(writable)}; excluded "
@@ -68,9 +65,10 @@ class RandomPlacementPolicy:
             )
         return chosen
 
-    def replace_bookie(
+    def _replacements(
         self, ensemble: Sequence[str], index: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
-    ) -> str:
+    ) -> list[str]:
+        """Candidates for ``ensemble[index]``'s place, healthy ones if any (shuffled)."""
         good, fallback = self._candidates(writable, exclude | set(ensemble), quarantined)
         pool = good or fallback
         if not pool:
@@ -78,7 +76,18 @@ class RandomPlacementPolicy:
                 f"no writable bookie to replace {ensemble[index]} (ensemble {list(ensemble)}, writable "
                 f"{sorted(writable)}){_WHY}"
             )
-        return pool[0]
+        return pool
+
+    def new_ensemble(
+        self, ensemble_size: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
+    ) -> list[str]:
+        good, fallback = self._candidates(writable, exclude, quarantined)
+        return self._enough((good + fallback)[:ensemble_size], ensemble_size, writable, exclude)
+
+    def replace_bookie(
+        self, ensemble: Sequence[str], index: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
+    ) -> str:
+        return self._replacements(ensemble, index, writable, exclude, quarantined)[0]
 
 
 class RackAwarePlacementPolicy(RandomPlacementPolicy):
@@ -114,23 +123,12 @@ class RackAwarePlacementPolicy(RandomPlacementPolicy):
         chosen = self._round_robin(good, [])[:ensemble_size]
         if len(chosen) < ensemble_size:
             chosen += self._round_robin(fallback, chosen)[: ensemble_size - len(chosen)]
-        if len(chosen) < ensemble_size:
-            raise BKNotEnoughBookiesError(
-                f"need {ensemble_size} writable bookies, have {len(chosen)} ({sorted(writable)}; excluded "
-                f"{sorted(exclude)}){_WHY}"
-            )
-        return chosen
+        return self._enough(chosen, ensemble_size, writable, exclude)
 
     def replace_bookie(
         self, ensemble: Sequence[str], index: int, writable: Sequence[str], exclude: set[str], quarantined: set[str]
     ) -> str:
-        good, fallback = self._candidates(writable, exclude | set(ensemble), quarantined)
-        pool = good or fallback
-        if not pool:
-            raise BKNotEnoughBookiesError(
-                f"no writable bookie to replace {ensemble[index]} (ensemble {list(ensemble)}, writable "
-                f"{sorted(writable)}){_WHY}"
-            )
+        pool = self._replacements(ensemble, index, writable, exclude, quarantined)
         others = Counter(self.rack(b) for i, b in enumerate(ensemble) if i != index)
         return min(pool, key=lambda b: others[self.rack(b)])  # first of the least shared rack
 

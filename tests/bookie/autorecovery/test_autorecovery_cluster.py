@@ -16,35 +16,21 @@ import os
 import sys
 import urllib.request
 
-import pytest
 import trio
 
-import metadata
 from bookie import entry_format
 from bookie.autorecovery.underreplication import UnderReplicationManager
-from bookie.client import BookKeeper, ClientConfig
+from bookie.client import BookKeeper
 from bookie.client.distribution import write_set
 from bookie.protocol import Op, Request, Status
 from metadata.ledger_ids import iter_ledger_ids
-from tests.bookie.client.real_cluster import start_bookies, wait_registered
+from tests.bookie.client.real_cluster import client_config as _config
+from tests.bookie.client.real_cluster import start_bookies, wait_registered, zk_store  # noqa: F401  (fixture)
 from tests.fixtures.processes import REPO_ROOT
 
 AUTORECOVERY = ("--set", "autorecovery_daemon_enabled=true", "--set", "lost_bookie_recovery_delay=0",
                 "--set", "open_ledger_rereplication_grace_period=1000", "--set", "rw_rereplicate_backoff_ms=500", "--set", "zk_timeout=4000")
 ENTRIES = 60
-
-
-def _config() -> ClientConfig:
-    return ClientConfig(add_entry_timeout_s=3.0, read_timeout_s=3.0, client_connect_timeout_ms=2000)
-
-
-@pytest.fixture
-async def zk_store(zk_url):
-    store = await metadata.open_store(zk_url)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def _write_ledgers(store, closed: int, open_: int) -> dict[int, list[bytes]]:

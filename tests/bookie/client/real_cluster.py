@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
+import metadata
+from bookie.client import ClientConfig
 from metadata.store import MetadataStore
 from tests.fixtures.processes import QuireProcess, QuireProcesses, free_port
 
@@ -55,3 +58,18 @@ async def wait_registered(store: MetadataStore, ids: set[str], timeout: float = 
             except Exception:
                 pass
             await trio.sleep(0.1)
+
+
+def client_config() -> ClientConfig:
+    """Timeouts for real bookies on a loaded machine, short enough for fault tests."""
+    return ClientConfig(add_entry_timeout_s=3.0, read_timeout_s=3.0, client_connect_timeout_ms=2000)
+
+
+@pytest.fixture
+async def zk_store(zk_url):
+    """The test's ZooKeeper chroot as a metadata store."""
+    store = await metadata.open_store(zk_url)
+    try:
+        yield store
+    finally:
+        await store.close()
