@@ -190,3 +190,33 @@ async def test_entry_check_finds_a_live_bookie_that_lost_its_data(bk, cluster, s
     assert await ReplicationWorker(bk, _config(), metrics, "w2").run_once() == 1
     assert (await bk.get_ledger_metadata(a.ledger_id)).last_ensemble == (spare, kept)
     assert metrics.rereplicated_entries._value.get() == 0
+
+
+async def test_ledger_recovery_keeps_an_earlier_segment_replaced_meanwhile(bk, cluster, store):
+    """Auto-recovery replaces a slot of an earlier segment while another client recovers the
+    ledger: recovery's closing CAS conflicts, re-reads, and closes keeping the replacement
+    (before: "ensembles changed during recovery", the recovery failed)."""
+    await cluster.add_bookie()
+    await cluster.add_bookie()
+    lh = await bk.create_ledger(2, 2, 2)
+    await _write(lh, 10)
+    first = lh.metadata.last_ensemble
+    cluster[first[0]].faults.add_status = Status.IO
+    await _write(lh, 10, 10)  # a second segment from entry 10; the writer then goes away
+    spare = next(b for b in cluster.bookies if b not in lh.metadata.all_bookies())
+    path = ledger_path(lh.ledger_id)
+    orig_put = store.put
+
+    async def racing_put(p, value, expected_version=None, **kw):
+        if p == path and decode_metadata(value).is_closed and store.put is racing_put:
+            store.put = orig_put  # once: the worker's CAS lands just before recovery's close
+            data, stat = await store.get(path)
+            md = decode_metadata(data).with_replaced_bookie(0, 0, first[0], spare)
+            await orig_put(path, encode_metadata(md), stat.version)
+        return await orig_put(p, value, expected_version, **kw)
+
+    store.put = racing_put
+    rh = await bk.open_ledger(lh.ledger_id, recovery=True)
+    assert rh.is_closed and rh.last_add_confirmed == 19
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert md.ensembles[0] == (0, (spare, first[1])) and md.last_entry_id == 19
