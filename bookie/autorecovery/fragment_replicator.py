@@ -7,9 +7,9 @@ decommissioned bookie that still answers is the last resort), verified (digest, 
 entry id), and added byte for byte to the target with RECOVERY_ADD (accepted on a fenced
 ledger; the bookie acks only after its journal fsync).
 
-Reads: E == WQ segments use RANGE_READ (``rereplication_entry_batch_size`` entries per request);
-otherwise one READ per entry. A batch that a source cannot serve whole is continued from the
-next source. Up to ``_BATCHES_IN_FLIGHT`` batches are read and written at once, so reads from
+Reads: E == WQ segments use RANGE_READ (``rereplication_entry_batch_size`` entries per request,
+each reply written as it arrives); otherwise one READ per entry. A batch that a source cannot
+serve whole is continued from the next source. Up to ``_BATCHES_IN_FLIGHT`` batches are read and written at once, so reads from
 the source and adds to the target overlap. The caller changes the metadata only after
 :func:`copy_fragment` returned: a copy that failed half way leaves the ensemble as it was.
 """
@@ -132,42 +132,39 @@ class _Copy:
     async def _batch(self, batch: list[int], contiguous: bool, limiter: trio.Semaphore) -> None:
         try:
             if contiguous:
-                data = await self._range(batch[0], batch[-1])
+                # a bookie caps a range reply (4 MiB): each reply is written as it comes, so a
+                # batch of large entries never sits in memory whole
+                lo, last = batch[0], batch[-1]
+                while lo <= last:
+                    chunk = await self._range_chunk(lo, last)
+                    await self._write(list(range(lo, lo + len(chunk))), chunk)
+                    lo += len(chunk)
             else:
-                data = []
-                for eid in batch:
-                    data.append(await self._one(eid))
-            await self._write(batch, data)
+                await self._write(batch, [await self._one(eid) for eid in batch])
         finally:
             limiter.release()
 
-    async def _range(self, first: int, last: int) -> list[bytes]:
-        """Entries first..last, verified, from one source after the other (RANGE_READ)."""
-        out: list[bytes] = []
+    async def _range_chunk(self, lo: int, last: int) -> list[bytes]:
+        """The verified entries from ``lo`` on (at least one, at most up to ``last``) that the
+        first source able to serve ``lo`` returns in one RANGE_READ."""
         timeout = self.ctx.config.read_timeout_s
         errors: list[str] = []
-        for source in self.sources(first):
-            while first + len(out) <= last:
-                lo = first + len(out)
-                req = Request(Op.RANGE_READ, 0, self.ledger_id, lo, 0, self.master_key, last_entry_id=last,
-                              max_entries=last - lo + 1)
-                status, resp = await _request(self.ctx, source, req, timeout)
-                got = 0
-                if status == Status.OK and resp is not None:
-                    for eid, data in enumerate(resp.entries, lo):
-                        if eid > last or verified_entry(data, self.ledger_id, eid) is None:
-                            break
-                        out.append(data)
-                        got += 1
-                if not got:
-                    errors.append(f"{source}: status {status}")
-                    if status not in (Status.OK, Status.NO_ENTRY, Status.NO_LEDGER):
-                        self.ctx.note_bookie_failure(source)
-                    break  # the next source continues where this one stopped
-            if first + len(out) > last:
+        for source in self.sources(lo):
+            req = Request(Op.RANGE_READ, 0, self.ledger_id, lo, 0, self.master_key, last_entry_id=last,
+                          max_entries=last - lo + 1)
+            status, resp = await _request(self.ctx, source, req, timeout)
+            out: list[bytes] = []
+            if status == Status.OK and resp is not None:
+                for eid, data in enumerate(resp.entries, lo):
+                    if eid > last or verified_entry(data, self.ledger_id, eid) is None:
+                        break
+                    out.append(data)
+            if out:
                 return out
-        raise ReplicationError(f"ledger {self.ledger_id}: no replica served entries {first + len(out)}..{last} "
-                               f"({'; '.join(errors)})")
+            errors.append(f"{source}: status {status}")
+            if status not in (Status.OK, Status.NO_ENTRY, Status.NO_LEDGER):
+                self.ctx.note_bookie_failure(source)
+        raise ReplicationError(f"ledger {self.ledger_id}: no replica served entry {lo} ({'; '.join(errors)})")
 
     async def _one(self, entry_id: int) -> bytes:
         timeout = self.ctx.config.read_timeout_s

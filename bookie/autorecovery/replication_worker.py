@@ -51,6 +51,7 @@ __all__ = ["ReplicationWorker", "registered_bookies"]
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 1.0  # between walks of the marks when nobody kicks the worker
+LEDGERS_IN_PARALLEL = 4
 
 
 async def registered_bookies(store: MetadataStore) -> set[str]:
@@ -92,29 +93,46 @@ class ReplicationWorker:
             self._kick = trio.Event()
 
     async def run_once(self) -> int:
-        """One walk over the marked ledgers; returns how many were fully re-replicated."""
+        """One walk over the marked ledgers (up to ``LEDGERS_IN_PARALLEL`` at once: copying one
+        overlaps another's metadata round trips); returns how many were fully re-replicated."""
         done = 0
-        async for ledger_id in self.urm.ledgers():
-            if self._retry_after.get(ledger_id, 0.0) > time.monotonic():
-                continue
-            if not await self.urm.try_lock(ledger_id, self.worker_id):
-                continue  # another worker has it
+        slots = trio.Semaphore(LEDGERS_IN_PARALLEL)
+
+        async def one(ledger_id: int) -> None:
+            nonlocal done
             try:
-                if await self.replicate(ledger_id):
-                    done += 1
-                    self._retry_after.pop(ledger_id, None)
-            except (AutoRecoveryError, BKError, MetadataError) as exc:
-                self.metrics.failures.inc()
-                self._retry_after[ledger_id] = time.monotonic() + self.config.rw_rereplicate_backoff_ms / 1000
-                log.warning("re-replication of ledger %d failed, retrying in %d ms: %s", ledger_id,
-                            self.config.rw_rereplicate_backoff_ms, exc)
+                done += await self._take(ledger_id)
             finally:
-                with trio.CancelScope(shield=True):
-                    try:
-                        await self.urm.release(ledger_id)
-                    except MetadataError:
-                        pass  # the lock is ephemeral: it goes with our session at worst
+                slots.release()
+
+        async with trio.open_nursery() as nursery:
+            async for ledger_id in self.urm.ledgers():
+                if self._retry_after.get(ledger_id, 0.0) > time.monotonic():
+                    continue
+                await slots.acquire()
+                nursery.start_soon(one, ledger_id)
         return done
+
+    async def _take(self, ledger_id: int) -> bool:
+        """Re-replicate ``ledger_id`` under its lock; True once its mark is gone."""
+        if not await self.urm.try_lock(ledger_id, self.worker_id):
+            return False  # another worker has it
+        try:
+            if await self.replicate(ledger_id):
+                self._retry_after.pop(ledger_id, None)
+                return True
+        except (AutoRecoveryError, BKError, MetadataError) as exc:
+            self.metrics.failures.inc()
+            self._retry_after[ledger_id] = time.monotonic() + self.config.rw_rereplicate_backoff_ms / 1000
+            log.warning("re-replication of ledger %d failed, retrying in %d ms: %s", ledger_id,
+                        self.config.rw_rereplicate_backoff_ms, exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    await self.urm.release(ledger_id)
+                except MetadataError:
+                    pass  # the lock is ephemeral: it goes with our session at worst
+        return False
 
     # -- one ledger ---------------------------------------------------------------------------
 
