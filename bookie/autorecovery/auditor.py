@@ -98,11 +98,26 @@ class Auditor:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._stop_on_session_loss, nursery.cancel_scope)
                     await self._audit_loop()
+                log.warning("%s lost its metadata session: no longer the auditor", self.auditor_id)
+            except* (MetadataError, BKError) as group:
+                # e.g. ZooKeeper unreachable for a while: step down (our node goes with the
+                # session if it ends) and stand again
+                log.warning("auditor %s stepping down: %s", self.auditor_id, group.exceptions[0])
+                await self._step_down()
             finally:
                 self.is_auditor = False
                 self.metrics.is_auditor.set(0)
                 self._armed.clear()  # the watches belonged to the old session's view
-            log.warning("%s lost its metadata session: no longer the auditor", self.auditor_id)
+
+    async def _step_down(self) -> None:
+        with trio.CancelScope(shield=True):
+            try:
+                data, stat = await self.store.get(AUDITOR_PATH)
+                if unpack(data).get("id") == self.auditor_id:
+                    await self.store.delete(AUDITOR_PATH, stat.version)
+            except (MetadataError, AttributeError):
+                pass
+        await trio.sleep(1.0)
 
     async def _stop_on_session_loss(self, scope: trio.CancelScope) -> None:
         await self._session_lost.wait()
@@ -193,8 +208,10 @@ class Auditor:
         delay = max(0, self.config.lost_bookie_recovery_delay)
         now = time.monotonic()
         marked = 0
+        referenced: set[str] = set()
         async for ledger_id, md in self.bk.ctx.ledger_manager.iter_metadata(_log_unreadable):
             bad = set()
+            referenced |= md.all_bookies()
             for b in md.all_bookies():
                 if b in decommissioned:
                     bad.add(b)
@@ -203,6 +220,8 @@ class Auditor:
             if bad and await self.urm.mark(ledger_id, bad):
                 marked += 1
                 log.info("ledger %d under-replicated: %s lost", ledger_id, sorted(bad))
+        for b in set(self.missing_since) - referenced:
+            del self.missing_since[b]  # no ledger names it any more: nothing left to recover
         self.audits += 1
         self.metrics.audits.inc()
         if marked:

@@ -86,8 +86,8 @@ class ReplicationWorker:
         while True:
             try:
                 await self.run_once()
-            except (MetadataError, BKError) as exc:
-                log.warning("replication worker: %s (retrying)", exc)
+            except* (MetadataError, BKError) as group:
+                log.warning("replication worker: %s (retrying)", group.exceptions[0])
             with trio.move_on_after(POLL_INTERVAL_S):
                 await self._kick.wait()
             self._kick = trio.Event()

@@ -8,6 +8,7 @@ cluster has no auditor. Every process runs a worker; one of them is also the aud
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from typing import TYPE_CHECKING, Mapping
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AutoRecovery"]
 
+log = logging.getLogger(__name__)
+
 
 class AutoRecovery:
     def __init__(self, store: MetadataStore, config: "BookieConfig", *, client_config: ClientConfig | None = None,
@@ -44,11 +47,21 @@ class AutoRecovery:
         self.worker: ReplicationWorker | None = None
 
     async def run(self, *, task_status: trio.TaskStatus["AutoRecovery"] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run until cancelled."""
-        async with BookKeeper(self.store, self.client_config, local_bookies=self.local_bookies) as bk:
-            self.worker = ReplicationWorker(bk, self.config, self.metrics, self.id)
-            self.auditor = Auditor(bk, self.config, self.metrics, self.id, on_marked=self.worker.kick)
-            async with trio.open_nursery() as nursery:
-                await nursery.start(self.auditor.run)
-                await nursery.start(self.worker.run)
-                task_status.started(self)
+        """Run until cancelled. A failure (a bug, an error nobody expected) is logged and the
+        whole service restarted after ``rw_rereplicate_backoff_ms``: it must never take the
+        bookie it runs in down with it."""
+        started = False
+        while True:
+            try:
+                async with BookKeeper(self.store, self.client_config, local_bookies=self.local_bookies) as bk:
+                    self.worker = ReplicationWorker(bk, self.config, self.metrics, self.id)
+                    self.auditor = Auditor(bk, self.config, self.metrics, self.id, on_marked=self.worker.kick)
+                    async with trio.open_nursery() as nursery:
+                        await nursery.start(self.auditor.run)
+                        await nursery.start(self.worker.run)
+                        if not started:
+                            started = True
+                            task_status.started(self)
+            except Exception:
+                log.exception("auto-recovery failed; restarting it")
+            await trio.sleep(self.config.rw_rereplicate_backoff_ms / 1000)
