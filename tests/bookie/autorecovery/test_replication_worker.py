@@ -220,3 +220,32 @@ async def test_ledger_recovery_keeps_an_earlier_segment_replaced_meanwhile(bk, c
     assert rh.is_closed and rh.last_add_confirmed == 19
     md = await bk.get_ledger_metadata(lh.ledger_id)
     assert md.ensembles[0] == (0, (spare, first[1])) and md.last_entry_id == 19
+
+
+async def test_auditor_loop_waits_lost_bookie_recovery_delay_and_forgets_a_returning_bookie(bk, cluster, store):
+    """The running auditor sees a bookie's registration go (watch), and marks its ledgers only
+    once it has been gone lost_bookie_recovery_delay; a bookie back within the delay is forgotten."""
+    lh = await bk.create_ledger(2, 2, 2)
+    await _write(lh, 3)
+    await lh.close()
+    flapper, victim = lh.metadata.last_ensemble
+    urm = UnderReplicationManager(store)
+    marked = trio.Event()
+    auditor = Auditor(bk, _config(lost_bookie_recovery_delay=1, auditor_periodic_check_interval=0),
+                      AutoRecoveryMetrics(), "a", on_marked=marked.set)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(auditor.run)
+        with trio.fail_after(10):
+            while auditor.audits < 1:  # the first audit at election: nothing lost
+                await trio.sleep(0.01)
+        await cluster.unregister(cluster[flapper])
+        await trio.sleep(0.3)
+        await store.create(f"/ledgers/available/{flapper}", b"")  # back within the delay
+        t0 = trio.current_time()
+        await _lose(cluster, victim)
+        with trio.fail_after(15):
+            await marked.wait()
+        assert trio.current_time() - t0 >= 0.9  # not before the delay (1 s, minus clock granularity)
+        assert (await urm.get(lh.ledger_id)).missing_replicas == {victim}
+        assert flapper not in auditor.missing_since
+        nursery.cancel_scope.cancel()
