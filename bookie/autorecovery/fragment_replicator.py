@@ -69,7 +69,9 @@ def fragments_on(md: LedgerMetadata, bookies: set[str], *, include_open_tail: bo
                 continue
             last = first - 1
         else:
-            last = segs[i + 1][0] - 1 if not is_tail else md.last_entry_id
+            last = md.last_entry_id if is_tail else segs[i + 1][0] - 1
+            if md.is_closed:
+                last = min(last, md.last_entry_id)  # nothing past the end is committed
         for idx, b in enumerate(ensemble):
             if b in bookies:
                 out.append(Fragment(first, last, idx, ensemble))

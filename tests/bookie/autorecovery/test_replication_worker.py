@@ -249,3 +249,36 @@ async def test_auditor_loop_waits_lost_bookie_recovery_delay_and_forgets_a_retur
         assert (await urm.get(lh.ledger_id)).missing_replicas == {victim}
         assert flapper not in auditor.missing_since
         nursery.cancel_scope.cancel()
+
+
+async def test_striped_ensemble_copies_only_the_lost_bookies_share(bk, cluster, store):
+    """E=3 WQ=2: the lost bookie held 2/3 of the entries; exactly those are copied (entry by
+    entry, from the other replica of each write set) to the bookie that replaces it."""
+    await cluster.add_bookie()
+    lh = await bk.create_ledger(3, 2, 2)
+    await _write(lh, 30)
+    await lh.close()
+    ensemble = lh.metadata.last_ensemble
+    victim = ensemble[1]
+    (spare,) = set(cluster.bookies) - set(ensemble)
+    share = sorted(cluster[victim].ledgers[lh.ledger_id].entries)
+    assert share == [e for e in range(30) if 1 in ((e % 3), (e + 1) % 3)]
+    await _lose(cluster, victim)
+    await UnderReplicationManager(store).mark(lh.ledger_id, {victim})
+    assert await ReplicationWorker(bk, _config(), AutoRecoveryMetrics(), "w").run_once() == 1
+    md = await bk.get_ledger_metadata(lh.ledger_id)
+    assert md.last_ensemble == (ensemble[0], spare, ensemble[2])
+    assert sorted(cluster[spare].ledgers[lh.ledger_id].entries) == share
+    assert [e.data for e in await lh.read(0, 29)] == [b"entry-%d" % i for i in range(30)]
+
+
+def test_fragments_on_segments_and_open_tails():
+    from bookie.autorecovery.fragment_replicator import Fragment, fragments_on
+    from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
+
+    md = LedgerMetadata(2, 2, 2, ((0, ("a", "b")), (10, ("a", "c")), (20, ("c", "d"))))
+    assert fragments_on(md, {"a"}) == [Fragment(0, 9, 0, ("a", "b")), Fragment(10, 19, 0, ("a", "c"))]
+    assert fragments_on(md, {"c"}) == [Fragment(10, 19, 1, ("a", "c"))]  # the open tail waits
+    assert fragments_on(md, {"c"}, include_open_tail=True)[-1] == Fragment(20, 19, 0, ("c", "d"))
+    closed = dataclasses.replace(md, state=LedgerState.CLOSED, last_entry_id=24)
+    assert fragments_on(closed, {"d"}) == [Fragment(20, 24, 1, ("c", "d"))]
