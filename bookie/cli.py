@@ -262,11 +262,12 @@ def rebuild_index(ledger_dirs: str) -> None:
 
 
 def _register_autorecovery_commands() -> None:
-    """`decommission` and `list-underreplicated` talk to the cluster (bookie.autorecovery)."""
-    from bookie.autorecovery.cli import decommission, list_underreplicated
+    """`decommission`, `list-underreplicated` and `autorecovery` talk to the cluster (bookie.autorecovery)."""
+    from bookie.autorecovery.cli import autorecovery_switch, decommission, list_underreplicated
 
     bookie_shell.add_command(decommission)
     bookie_shell.add_command(list_underreplicated)
+    bookie_shell.add_command(autorecovery_switch)
 
 
 _register_autorecovery_commands()

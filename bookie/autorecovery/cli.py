@@ -125,3 +125,24 @@ def list_underreplicated(metadata_url: str) -> None:
     for m in marks:
         click.echo(json.dumps({"ledger": m.ledger_id, "missing_replicas": sorted(m.missing_replicas),
                                "ctime_ms": m.ctime_ms}))
+
+
+@click.command("autorecovery")
+@click.option("--metadata-url", required=True, help="zk://host:port/chroot")
+@click.option("--enable/--disable", "enable", default=None, help="resume / pause re-replication (no flag: show)")
+def autorecovery_switch(metadata_url: str, enable: bool | None) -> None:
+    """Pause or resume re-replication cluster-wide (BookKeeper's `shell autorecovery`)."""
+    from bookie.autorecovery.underreplication import UnderReplicationManager
+
+    async def main() -> bool:
+        store = await _open(metadata_url)
+        try:
+            urm = UnderReplicationManager(store)
+            if enable is not None:
+                await urm.set_replication_enabled(enable)
+            return await urm.replication_enabled()
+        finally:
+            with trio.CancelScope(shield=True):
+                await store.close()
+
+    click.echo(json.dumps({"replication_enabled": trio.run(main)}))

@@ -34,7 +34,7 @@ import trio
 from bookie.autorecovery.errors import AutoRecoveryError, NoLedgerPasswordError, ReplicationError
 from bookie.autorecovery.fragment_replicator import Fragment, copy_fragment, fragment_lacks_entries, fragments_on
 from bookie.autorecovery.metrics import AutoRecoveryMetrics
-from bookie.autorecovery.underreplication import UnderReplicationManager
+from bookie.autorecovery.underreplication import DISABLE_PATH, UnderReplicationManager
 from bookie.client.client_context import AVAILABLE_PATH
 from bookie.client.errors import BKError, BKNoSuchLedgerError
 from bookie.client.ledger_manager import Versioned
@@ -85,6 +85,12 @@ class ReplicationWorker:
         task_status.started()
         while True:
             try:
+                changed = trio.Event()
+                if not await self.urm.replication_enabled(lambda _ev: changed.set()):
+                    log.info("re-replication is disabled (%s): waiting", DISABLE_PATH)
+                    with trio.move_on_after(POLL_INTERVAL_S * 10):
+                        await changed.wait()
+                    continue
                 await self.run_once()
             except* (MetadataError, BKError) as group:
                 log.warning("replication worker: %s (retrying)", group.exceptions[0])

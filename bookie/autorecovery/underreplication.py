@@ -10,6 +10,8 @@ Layout under ``/ledgers/underreplication`` (BookKeeper's names; values msgpack):
 - ``auditorelection/auditor``: ephemeral; the elected auditor's id.
 - ``decommission/<bookie id>``: persistent; bookies being drained by
   ``quire bookie-shell decommission`` (a quire addition: BookKeeper triggers an audit instead).
+- ``disable``: present while re-replication is paused (``quire bookie-shell autorecovery
+  --disable``, e.g. for planned maintenance); the workers wait, the auditor keeps marking.
 
 Every change is a create or a compare-and-set, so auditors and workers in several processes
 never lose each other's updates: a mark merges missing replicas into the stored list, and a
@@ -35,6 +37,7 @@ __all__ = [
     "LOCKS_PATH",
     "AUDITOR_PATH",
     "DECOMMISSION_PATH",
+    "DISABLE_PATH",
     "UnderReplicated",
     "UnderReplicationManager",
 ]
@@ -44,6 +47,7 @@ LEDGERS_PATH = f"{UNDERREPLICATION_PATH}/ledgers"
 LOCKS_PATH = f"{UNDERREPLICATION_PATH}/locks"
 AUDITOR_PATH = f"{UNDERREPLICATION_PATH}/auditorelection/auditor"
 DECOMMISSION_PATH = f"{UNDERREPLICATION_PATH}/decommission"
+DISABLE_PATH = f"{UNDERREPLICATION_PATH}/disable"
 
 _CAS_RETRIES = 20
 
@@ -179,6 +183,20 @@ class UnderReplicationManager:
             await self.store.delete(f"{DECOMMISSION_PATH}/{bookie_id}")
         except (NotFoundError, NotEmptyError):
             pass
+
+    # -- pausing re-replication (BookKeeper's disable/enableLedgerReplication) -----------------
+
+    async def set_replication_enabled(self, enabled: bool) -> None:
+        try:
+            if enabled:
+                await self.store.delete(DISABLE_PATH)
+            else:
+                await self.store.create(DISABLE_PATH, b"", make_parents=True)
+        except (NotFoundError, AlreadyExistsError):
+            pass  # already so
+
+    async def replication_enabled(self, watch: WatchCallback | None = None) -> bool:
+        return await self.store.exists(DISABLE_PATH, watch) is None
 
     # -- the auditor's election node ---------------------------------------------------------
 

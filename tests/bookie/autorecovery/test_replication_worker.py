@@ -282,3 +282,26 @@ def test_fragments_on_segments_and_open_tails():
     assert fragments_on(md, {"c"}, include_open_tail=True)[-1] == Fragment(20, 19, 0, ("c", "d"))
     closed = dataclasses.replace(md, state=LedgerState.CLOSED, last_entry_id=24)
     assert fragments_on(closed, {"d"}) == [Fragment(20, 24, 1, ("c", "d"))]
+
+
+async def test_disabled_replication_pauses_the_workers(bk, cluster, store):
+    lh = await bk.create_ledger(2, 2, 2)
+    await _write(lh, 5)
+    await lh.close()
+    victim = lh.metadata.last_ensemble[0]
+    await _lose(cluster, victim)
+    urm = UnderReplicationManager(store)
+    await urm.set_replication_enabled(False)
+    await urm.mark(lh.ledger_id, {victim})
+    worker = ReplicationWorker(bk, _config(), AutoRecoveryMetrics(), "w")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(worker.run)
+        worker.kick()
+        await trio.sleep(0.3)
+        assert await urm.get(lh.ledger_id) is not None  # paused: nothing copied
+        await urm.set_replication_enabled(True)
+        with trio.fail_after(10):
+            while await urm.get(lh.ledger_id) is not None:
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    assert victim not in (await bk.get_ledger_metadata(lh.ledger_id)).all_bookies()
