@@ -27,15 +27,20 @@ async def _write(lh, n, start=0):
         await lh.add_entry(b"entry-%d" % i)
 
 
+async def _closed_ledger(bk, n, ensemble=2, write_quorum=2):
+    lh = await bk.create_ledger(ensemble, write_quorum, 2)
+    await _write(lh, n)
+    await lh.close()
+    return lh
+
+
 async def _lose(cluster, bookie_id):
     cluster[bookie_id].crash()
     await cluster.unregister(cluster[bookie_id])
 
 
 async def test_closed_ledger_fragment_copied_and_ensemble_replaced(bk, cluster, store):
-    lh = await bk.create_ledger(2, 2, 2, password=b"")
-    await _write(lh, 30)
-    await lh.close()
+    lh = await _closed_ledger(bk, 30)
     victim, survivor = lh.metadata.last_ensemble[1], lh.metadata.last_ensemble[0]
     (spare,) = set(cluster.bookies) - {victim, survivor}
     await _lose(cluster, victim)
@@ -56,9 +61,7 @@ async def test_metadata_cas_conflict_is_reread_and_retried(bk, cluster, store):
     """Another writer changes the ledger's metadata between the worker's read and its CAS:
     the CAS fails on the version, the worker re-reads and replaces the slot in the fresh value
     (the other change is kept)."""
-    lh = await bk.create_ledger(2, 2, 2)
-    await _write(lh, 10)
-    await lh.close()
+    lh = await _closed_ledger(bk, 10)
     victim = lh.metadata.last_ensemble[0]
     await _lose(cluster, victim)
     await UnderReplicationManager(store).mark(lh.ledger_id, {victim})
@@ -127,9 +130,7 @@ async def test_open_ledger_of_a_dead_writer_is_fenced_after_the_grace_period(bk,
 
 
 async def test_auditor_marks_ledgers_of_lost_bookies_after_the_delay(bk, cluster, store):
-    a = await bk.create_ledger(2, 2, 2)
-    await _write(a, 3)
-    await a.close()
+    a = await _closed_ledger(bk, 3)
     victim = a.metadata.last_ensemble[0]
     await _lose(cluster, victim)
     registered = set(cluster.bookies) - {victim}
@@ -170,9 +171,7 @@ async def test_entry_check_finds_a_live_bookie_that_lost_its_data(bk, cluster, s
     """The periodic entry check marks a registered bookie that answers NO_LEDGER for a fragment
     it should hold; the worker replaces it. A marked bookie that still has its data is left in
     place (the mark is just removed)."""
-    a = await bk.create_ledger(2, 2, 2)
-    await _write(a, 8)
-    await a.close()
+    a = await _closed_ledger(bk, 8)
     wiped, kept = a.metadata.last_ensemble
     (spare,) = set(cluster.bookies) - {wiped, kept}
     del cluster[wiped].ledgers[a.ledger_id]  # e.g. its disk was replaced under the same id
@@ -225,9 +224,7 @@ async def test_ledger_recovery_keeps_an_earlier_segment_replaced_meanwhile(bk, c
 async def test_auditor_loop_waits_lost_bookie_recovery_delay_and_forgets_a_returning_bookie(bk, cluster, store):
     """The running auditor sees a bookie's registration go (watch), and marks its ledgers only
     once it has been gone lost_bookie_recovery_delay; a bookie back within the delay is forgotten."""
-    lh = await bk.create_ledger(2, 2, 2)
-    await _write(lh, 3)
-    await lh.close()
+    lh = await _closed_ledger(bk, 3)
     flapper, victim = lh.metadata.last_ensemble
     urm = UnderReplicationManager(store)
     marked = trio.Event()
@@ -255,9 +252,7 @@ async def test_striped_ensemble_copies_only_the_lost_bookies_share(bk, cluster, 
     """E=3 WQ=2: the lost bookie held 2/3 of the entries; exactly those are copied (entry by
     entry, from the other replica of each write set) to the bookie that replaces it."""
     await cluster.add_bookie()
-    lh = await bk.create_ledger(3, 2, 2)
-    await _write(lh, 30)
-    await lh.close()
+    lh = await _closed_ledger(bk, 30, 3, 2)
     ensemble = lh.metadata.last_ensemble
     victim = ensemble[1]
     (spare,) = set(cluster.bookies) - set(ensemble)
@@ -285,9 +280,7 @@ def test_fragments_on_segments_and_open_tails():
 
 
 async def test_disabled_replication_pauses_the_workers(bk, cluster, store):
-    lh = await bk.create_ledger(2, 2, 2)
-    await _write(lh, 5)
-    await lh.close()
+    lh = await _closed_ledger(bk, 5)
     victim = lh.metadata.last_ensemble[0]
     await _lose(cluster, victim)
     urm = UnderReplicationManager(store)
