@@ -263,11 +263,17 @@ def rebuild_index(ledger_dirs: str) -> None:
 
 def _register_autorecovery_commands() -> None:
     """`decommission`, `list-underreplicated` and `autorecovery` talk to the cluster (bookie.autorecovery)."""
-    from bookie.autorecovery.cli import autorecovery_switch, decommission, list_underreplicated
+    from bookie.autorecovery.cli import (
+        autorecovery_switch,
+        decommission,
+        list_underreplicated,
+        lost_bookie_recovery_delay,
+    )
 
     bookie_shell.add_command(decommission)
     bookie_shell.add_command(list_underreplicated)
     bookie_shell.add_command(autorecovery_switch)
+    bookie_shell.add_command(lost_bookie_recovery_delay)
 
 
 _register_autorecovery_commands()

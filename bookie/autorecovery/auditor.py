@@ -6,8 +6,9 @@ auditor until its metadata session ends, the others watch the node and take over
 
 The elected auditor watches the registered bookies (``/ledgers/available`` and its
 ``readonly`` child) and the decommission marks. A bookie that disappears is *missing* from that
-moment; once it has been missing for ``lost_bookie_recovery_delay`` seconds (or at once, when
-it is decommissioned) it is *lost*, and an audit marks every ledger whose ensembles name it
+moment; once it has been missing for ``lost_bookie_recovery_delay`` seconds (the value at
+``/ledgers/underreplication/lostBookieRecoveryDelay`` overrides it at run time), or at once when
+it is decommissioned, it is *lost*, and an audit marks every ledger whose ensembles name it
 under-replicated (``UnderReplicationManager.mark``), then kicks the local replication worker.
 A bookie that comes back before the delay is forgotten. The audit walks every ledger's
 metadata, so it also finds bookies that vanished while no auditor ran (their delay starts when
@@ -32,7 +33,7 @@ import trio
 
 from bookie.autorecovery.fragment_replicator import fragment_lacks_entries, fragments_on
 from bookie.autorecovery.metrics import LISTED_LEDGERS_MAX, AutoRecoveryMetrics
-from bookie.autorecovery.underreplication import AUDITOR_PATH, DECOMMISSION_PATH, UnderReplicationManager
+from bookie.autorecovery.underreplication import AUDITOR_PATH, DECOMMISSION_PATH, DELAY_PATH, UnderReplicationManager
 from bookie.client.client_context import AVAILABLE_PATH
 from bookie.client.errors import BKError
 from metadata.errors import AlreadyExistsError, MetadataError, NotFoundError
@@ -68,6 +69,8 @@ class Auditor:
         self._armed: set[str] = set()  # paths with a watch registered and not fired yet
         # bookie -> monotonic time it was first seen missing
         self.missing_since: dict[str, float] = {}
+        # lost_bookie_recovery_delay, or the one stored at DELAY_PATH (read by the audit loop)
+        self.delay = max(0, config.lost_bookie_recovery_delay)
 
     # -- election -------------------------------------------------------------------------------
 
@@ -160,7 +163,6 @@ class Auditor:
 
     async def _audit_loop(self) -> None:
         cfg = self.config
-        delay = max(0, cfg.lost_bookie_recovery_delay)
         bookie_every = cfg.auditor_periodic_bookie_check_interval
         check_every = cfg.auditor_periodic_check_interval
         now = time.monotonic()
@@ -172,6 +174,8 @@ class Auditor:
             self._changed = trio.Event()
             registered = await self._registered()
             decommissioned = await self.urm.decommissioned(self._watch(DECOMMISSION_PATH))
+            stored = await self.urm.lost_bookie_recovery_delay(self._watch(DELAY_PATH))
+            delay = self.delay = max(0, cfg.lost_bookie_recovery_delay if stored is None else stored)
             now = time.monotonic()
             if last_registered is not None:
                 for b in last_registered - registered:
@@ -205,7 +209,7 @@ class Auditor:
     async def audit(self, registered: set[str], decommissioned: set[str]) -> int:
         """Mark every ledger with a replica on a lost or decommissioned bookie; returns how many
         marks changed. Bookies found missing here start their delay now."""
-        delay = max(0, self.config.lost_bookie_recovery_delay)
+        delay = self.delay
         now = time.monotonic()
         marked = 0
         referenced: set[str] = set()

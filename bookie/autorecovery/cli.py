@@ -146,3 +146,25 @@ def autorecovery_switch(metadata_url: str, enable: bool | None) -> None:
                 await store.close()
 
     click.echo(json.dumps({"replication_enabled": trio.run(main)}))
+
+
+@click.command("lost-bookie-recovery-delay")
+@click.option("--metadata-url", required=True, help="zk://host:port/chroot")
+@click.option("--set", "seconds", type=int, default=None, help="store this delay (seconds) for the auditor")
+def lost_bookie_recovery_delay(metadata_url: str, seconds: int | None) -> None:
+    """Show or change the auditor's lost-bookie recovery delay at run time (BookKeeper's
+    `shell lostbookierecoverydelay`); null = the auditor's configured value applies."""
+    from bookie.autorecovery.underreplication import UnderReplicationManager
+
+    async def main() -> int | None:
+        store = await _open(metadata_url)
+        try:
+            urm = UnderReplicationManager(store)
+            if seconds is not None:
+                await urm.set_lost_bookie_recovery_delay(seconds)
+            return await urm.lost_bookie_recovery_delay()
+        finally:
+            with trio.CancelScope(shield=True):
+                await store.close()
+
+    click.echo(json.dumps({"lost_bookie_recovery_delay": trio.run(main)}))

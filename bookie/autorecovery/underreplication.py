@@ -10,6 +10,8 @@ Layout under ``/ledgers/underreplication`` (BookKeeper's names; values msgpack):
 - ``auditorelection/auditor``: ephemeral; the elected auditor's id.
 - ``decommission/<bookie id>``: persistent; bookies being drained by
   ``quire bookie-shell decommission`` (a quire addition: BookKeeper triggers an audit instead).
+- ``lostBookieRecoveryDelay``: seconds as text; when present it overrides the auditor's
+  ``lost_bookie_recovery_delay`` at once (BookKeeper's ``shell lostbookierecoverydelay``).
 - ``disable``: present while re-replication is paused (``quire bookie-shell autorecovery
   --disable``, e.g. for planned maintenance); the workers wait, the auditor keeps marking.
 
@@ -38,6 +40,7 @@ __all__ = [
     "AUDITOR_PATH",
     "DECOMMISSION_PATH",
     "DISABLE_PATH",
+    "DELAY_PATH",
     "UnderReplicated",
     "UnderReplicationManager",
 ]
@@ -48,6 +51,7 @@ LOCKS_PATH = f"{UNDERREPLICATION_PATH}/locks"
 AUDITOR_PATH = f"{UNDERREPLICATION_PATH}/auditorelection/auditor"
 DECOMMISSION_PATH = f"{UNDERREPLICATION_PATH}/decommission"
 DISABLE_PATH = f"{UNDERREPLICATION_PATH}/disable"
+DELAY_PATH = f"{UNDERREPLICATION_PATH}/lostBookieRecoveryDelay"
 
 _CAS_RETRIES = 20
 
@@ -197,6 +201,24 @@ class UnderReplicationManager:
 
     async def replication_enabled(self, watch: WatchCallback | None = None) -> bool:
         return await self.store.exists(DISABLE_PATH, watch) is None
+
+    # -- lost bookie recovery delay, changeable at run time --------------------------------------
+
+    async def set_lost_bookie_recovery_delay(self, seconds: int) -> None:
+        if seconds < 0:
+            raise AutoRecoveryError(f"lost bookie recovery delay must be >= 0, got {seconds}")
+        await self.store.put(DELAY_PATH, str(seconds).encode(), None, make_parents=True)
+
+    async def lost_bookie_recovery_delay(self, watch: WatchCallback | None = None) -> int | None:
+        """The delay stored in the metadata store (None: the auditor's configured one applies)."""
+        stat = await self.store.exists(DELAY_PATH, watch)
+        if stat is None:
+            return None
+        try:
+            data, _ = await self.store.get(DELAY_PATH)
+            return max(0, int(data.decode().strip()))
+        except (NotFoundError, ValueError, UnicodeDecodeError):
+            return None
 
     # -- the auditor's election node ---------------------------------------------------------
 

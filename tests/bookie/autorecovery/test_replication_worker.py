@@ -298,3 +298,26 @@ async def test_disabled_replication_pauses_the_workers(bk, cluster, store):
                 await trio.sleep(0.02)
         nursery.cancel_scope.cancel()
     assert victim not in (await bk.get_ledger_metadata(lh.ledger_id)).all_bookies()
+
+
+async def test_stored_lost_bookie_recovery_delay_overrides_the_configured_one(bk, cluster, store):
+    lh = await _closed_ledger(bk, 3)
+    victim = lh.metadata.last_ensemble[0]
+    urm = UnderReplicationManager(store)
+    marked = trio.Event()
+    auditor = Auditor(bk, _config(lost_bookie_recovery_delay=3600, auditor_periodic_check_interval=0),
+                      AutoRecoveryMetrics(), "a", on_marked=marked.set)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(auditor.run)
+        with trio.fail_after(10):
+            while auditor.audits < 1:
+                await trio.sleep(0.01)
+        await _lose(cluster, victim)
+        await trio.sleep(0.3)
+        assert await urm.get(lh.ledger_id) is None  # an hour to go
+        await urm.set_lost_bookie_recovery_delay(0)  # the operator: now
+        with trio.fail_after(10):
+            await marked.wait()
+        assert auditor.delay == 0 and await urm.lost_bookie_recovery_delay() == 0
+        nursery.cancel_scope.cancel()
+    assert (await urm.get(lh.ledger_id)).missing_replicas == {victim}
