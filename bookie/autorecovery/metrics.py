@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 __all__ = ["AutoRecoveryMetrics", "LISTED_LEDGERS_MAX"]
 
-LISTED_LEDGERS_MAX = 1000
+LISTED_LEDGERS_MAX = 100  # each listed one costs a read per refresh
 
 
 class AutoRecoveryMetrics:
