@@ -17,6 +17,7 @@ the source and adds to the target overlap. The caller changes the metadata only 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ import trio
 
 from bookie.autorecovery.errors import ReplicationError
 from bookie.client.distribution import write_set
+from bookie.client.errors import BKError
 from bookie.client.ledger_metadata import LedgerMetadata
 from bookie.client.read_ops import verified_entry
 from bookie.protocol import Flag, Op, Request, Response, Status
@@ -111,22 +113,26 @@ class _Copy:
         bad = self.ctx.quarantined()
         return sorted(others, key=lambda b: (b in self.lost, b in bad))
 
-    def entry_ids(self) -> list[int]:
+    def batches(self) -> Iterator[list[int]]:
+        """The fragment's entry ids in batches of ``batch_size`` (generated: a fragment may hold
+        millions of entries)."""
         f = self.frag
         e, wq = self.md.ensemble_size, self.md.write_quorum_size
-        if e == wq:
-            return list(range(f.first, f.last + 1))
-        return [eid for eid in range(f.first, f.last + 1) if f.index in write_set(eid, e, wq)]
+        batch: list[int] = []
+        for eid in range(f.first, f.last + 1):
+            if e == wq or f.index in write_set(eid, e, wq):
+                batch.append(eid)
+                if len(batch) == self.batch_size:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
 
     async def run(self) -> CopyStats:
-        ids = self.entry_ids()
-        if not ids:
-            return self.stats
         contiguous = self.md.ensemble_size == self.md.write_quorum_size
         limiter = trio.Semaphore(_BATCHES_IN_FLIGHT)
         async with trio.open_nursery() as nursery:
-            for start in range(0, len(ids), self.batch_size):
-                batch = ids[start:start + self.batch_size]
+            for batch in self.batches():
                 await limiter.acquire()
                 nursery.start_soon(self._batch, batch, contiguous, limiter)
         return self.stats
@@ -142,7 +148,15 @@ class _Copy:
                     await self._write(list(range(lo, lo + len(chunk))), chunk)
                     lo += len(chunk)
             else:
-                await self._write(batch, [await self._one(eid) for eid in batch])
+                data: list[bytes] = [b""] * len(batch)
+
+                async def one(i: int, eid: int) -> None:
+                    data[i] = await self._one(eid)
+
+                async with trio.open_nursery() as nursery:  # the batch's reads in parallel
+                    for i, eid in enumerate(batch):
+                        nursery.start_soon(one, i, eid)
+                await self._write(batch, data)
         finally:
             limiter.release()
 
@@ -207,8 +221,17 @@ class _Copy:
 
 async def copy_fragment(ctx: "ClientContext", ledger_id: int, md: LedgerMetadata, frag: Fragment, target: str,
                         master_key: bytes, lost: set[str], batch_size: int) -> CopyStats:
-    """Copy ``frag`` to ``target``; ReplicationError if some entry could not be read or written."""
-    return await _Copy(ctx, ledger_id, md, frag, target, master_key, lost, batch_size).run()
+    """Copy ``frag`` to ``target``; ReplicationError if some entry could not be read or written
+    (one error, not the group the copy's nurseries raise: the caller handles it like any other)."""
+    try:
+        return await _Copy(ctx, ledger_id, md, frag, target, master_key, lost, batch_size).run()
+    except* (ReplicationError, BKError) as group:
+        raise _first_leaf(group) from None
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def fragment_ends(frag: Fragment, ensemble_size: int, write_quorum: int) -> list[int]:

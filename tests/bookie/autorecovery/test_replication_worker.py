@@ -321,3 +321,25 @@ async def test_stored_lost_bookie_recovery_delay_overrides_the_configured_one(bk
         assert auditor.delay == 0 and await urm.lost_bookie_recovery_delay() == 0
         nursery.cancel_scope.cancel()
     assert (await urm.get(lh.ledger_id)).missing_replicas == {victim}
+
+
+async def test_a_copy_that_fails_is_retried_after_the_backoff(bk, cluster, store):
+    """No replica answers: the attempt fails cleanly (mark kept, lock released, failure counted)
+    and the ledger is retried after rw_rereplicate_backoff_ms, once its survivor is back."""
+    lh = await _closed_ledger(bk, 20)
+    victim, survivor = lh.metadata.last_ensemble
+    await _lose(cluster, victim)
+    cluster[survivor].faults.read_status = Status.IO  # the only source fails every read
+    urm = UnderReplicationManager(store)
+    await urm.mark(lh.ledger_id, {victim})
+    metrics = AutoRecoveryMetrics()
+    worker = ReplicationWorker(bk, _config(rw_rereplicate_backoff_ms=300), metrics, "w")
+    assert await worker.run_once() == 0
+    assert metrics.failures._value.get() == 1
+    assert await urm.get(lh.ledger_id) is not None and not await urm.is_locked(lh.ledger_id)
+    assert victim in (await bk.get_ledger_metadata(lh.ledger_id)).all_bookies()  # nothing half-done
+    cluster[survivor].faults.clear()
+    assert await worker.run_once() == 0  # still backing off
+    await trio.sleep(0.35)
+    assert await worker.run_once() == 1
+    assert victim not in (await bk.get_ledger_metadata(lh.ledger_id)).all_bookies()
