@@ -49,6 +49,8 @@ async def decommission_bookie(store: MetadataStore, bookie_id: str, config: "Boo
     urm = UnderReplicationManager(store)
     initial = await ledgers_on(store, bookie_id)
     total = len(initial)
+    if not initial and await store.exists(f"/ledgers/cookies/{bookie_id}") is None:
+        raise DecommissionError(f"no bookie {bookie_id} is known here (no cookie, no ledger names it): a typo?")
     await urm.decommission(bookie_id)
     ran_locally = False
     with trio.fail_after(timeout_s if timeout_s is not None else float("inf")):

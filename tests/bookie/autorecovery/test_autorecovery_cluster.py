@@ -147,6 +147,8 @@ async def test_decommission_drains_a_read_only_bookie(zk_store, zk_url, quire_pr
     target = max(bookies, key=lambda b: counts[b.bookie_id])
     rc, out = await _quire("bookie-shell", "decommission", "--metadata-url", zk_url, "--bookie-id", target.bookie_id)
     assert rc != 0 and "writable" in out  # a writable bookie is refused, nothing changed
+    rc, out = await _quire("bookie-shell", "decommission", "--metadata-url", zk_url, "--bookie-id", "10.9.9.9:1")
+    assert rc != 0 and "no bookie 10.9.9.9:1" in out
     req = urllib.request.Request(f"http://127.0.0.1:{target.http_port}/api/v1/bookie/state/readonly",
                                  data=json.dumps({"readOnly": True}).encode(), method="PUT")
     urllib.request.urlopen(req, timeout=5).read()
