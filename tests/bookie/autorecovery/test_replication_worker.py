@@ -346,3 +346,20 @@ async def test_a_copy_that_fails_is_retried_after_the_backoff(bk, cluster, store
     # another worker (or this one after the back-off) succeeds
     assert await ReplicationWorker(bk, _config(), metrics, "w2").run_once() == 1
     assert victim not in (await bk.get_ledger_metadata(lh.ledger_id)).all_bookies()
+
+
+async def test_a_ledger_with_an_unlisted_password_stays_marked(bk, cluster, store):
+    lh = await bk.create_ledger(2, 2, 2, password=b"s3cret")
+    await _write(lh, 4)
+    await lh.close()
+    victim = lh.metadata.last_ensemble[0]
+    await _lose(cluster, victim)
+    urm = UnderReplicationManager(store)
+    await urm.mark(lh.ledger_id, {victim})
+    metrics = AutoRecoveryMetrics()
+    assert await ReplicationWorker(bk, _config(), metrics, "w").run_once() == 0
+    assert metrics.failures._value.get() == 1 and await urm.get(lh.ledger_id) is not None
+    worker = ReplicationWorker(bk, _config(autorecovery_ledger_passwords=["", "s3cret"]), metrics, "w2")
+    assert await worker.run_once() == 1
+    assert victim not in (await bk.get_ledger_metadata(lh.ledger_id)).all_bookies()
+    assert [e.data for e in await lh.read(0, 3)] == [b"entry-%d" % i for i in range(4)]
