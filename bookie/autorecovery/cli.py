@@ -13,18 +13,32 @@ from __future__ import annotations
 import json
 import logging
 import signal
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import click
 import trio
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 async def _open(url: str, session_timeout_s: float = 10.0) -> Any:
     from metadata import open_store
 
     return await open_store(url, session_timeout_s=session_timeout_s)
+
+
+def _on_store(url: str, fn: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``fn(store)`` on a store opened for it (closed again whatever happens)."""
+    async def main() -> T:
+        store = await _open(url)
+        try:
+            return await fn(store)
+        finally:
+            with trio.CancelScope(shield=True):
+                await store.close()
+
+    return trio.run(main)
 
 
 @click.command("autorecovery")
@@ -83,21 +97,16 @@ def decommission(metadata_url: str, bookie_id: str, conf: str | None, sets: tupl
     config = build_config(conf, {"metadata_service_uri": metadata_url}, sets)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    async def main() -> dict[str, object]:
-        store = await _open(metadata_url)
-        try:
-            with click.progressbar(length=1, label=f"draining {bookie_id}", show_pos=True) as bar:
-                def progress(done: int, total: int) -> None:
-                    bar.length = max(total, 1)
-                    bar.update(done - bar.pos if total else 1 - bar.pos)
+    async def main(store: Any) -> dict[str, object]:
+        with click.progressbar(length=1, label=f"draining {bookie_id}", show_pos=True) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.length = max(total, 1)
+                bar.update(done - bar.pos if total else 1 - bar.pos)
 
-                return await decommission_bookie(store, bookie_id, config, progress=progress, timeout_s=timeout)
-        finally:
-            with trio.CancelScope(shield=True):
-                await store.close()
+            return await decommission_bookie(store, bookie_id, config, progress=progress, timeout_s=timeout)
 
     try:
-        result = trio.run(main)
+        result = _on_store(metadata_url, main)
     except DecommissionError as exc:
         raise click.ClickException(str(exc)) from None
     except trio.TooSlowError:
@@ -111,16 +120,11 @@ def list_underreplicated(metadata_url: str) -> None:
     """List the under-replicated ledgers (JSON lines) and the elected auditor."""
     from bookie.autorecovery.underreplication import UnderReplicationManager
 
-    async def main() -> tuple[str | None, list[Any]]:
-        store = await _open(metadata_url)
-        try:
-            urm = UnderReplicationManager(store)
-            return await urm.auditor(), await urm.list()
-        finally:
-            with trio.CancelScope(shield=True):
-                await store.close()
+    async def main(store: Any) -> tuple[str | None, list[Any]]:
+        urm = UnderReplicationManager(store)
+        return await urm.auditor(), await urm.list()
 
-    auditor, marks = trio.run(main)
+    auditor, marks = _on_store(metadata_url, main)
     click.echo(json.dumps({"auditor": auditor, "under_replicated": len(marks)}))
     for m in marks:
         click.echo(json.dumps({"ledger": m.ledger_id, "missing_replicas": sorted(m.missing_replicas),
@@ -134,18 +138,13 @@ def autorecovery_switch(metadata_url: str, enable: bool | None) -> None:
     """Pause or resume re-replication cluster-wide (BookKeeper's `shell autorecovery`)."""
     from bookie.autorecovery.underreplication import UnderReplicationManager
 
-    async def main() -> bool:
-        store = await _open(metadata_url)
-        try:
-            urm = UnderReplicationManager(store)
-            if enable is not None:
-                await urm.set_replication_enabled(enable)
-            return await urm.replication_enabled()
-        finally:
-            with trio.CancelScope(shield=True):
-                await store.close()
+    async def main(store: Any) -> bool:
+        urm = UnderReplicationManager(store)
+        if enable is not None:
+            await urm.set_replication_enabled(enable)
+        return await urm.replication_enabled()
 
-    click.echo(json.dumps({"replication_enabled": trio.run(main)}))
+    click.echo(json.dumps({"replication_enabled": _on_store(metadata_url, main)}))
 
 
 @click.command("lost-bookie-recovery-delay")
@@ -156,15 +155,10 @@ def lost_bookie_recovery_delay(metadata_url: str, seconds: int | None) -> None:
     `shell lostbookierecoverydelay`); null = the auditor's configured value applies."""
     from bookie.autorecovery.underreplication import UnderReplicationManager
 
-    async def main() -> int | None:
-        store = await _open(metadata_url)
-        try:
-            urm = UnderReplicationManager(store)
-            if seconds is not None:
-                await urm.set_lost_bookie_recovery_delay(seconds)
-            return await urm.lost_bookie_recovery_delay()
-        finally:
-            with trio.CancelScope(shield=True):
-                await store.close()
+    async def main(store: Any) -> int | None:
+        urm = UnderReplicationManager(store)
+        if seconds is not None:
+            await urm.set_lost_bookie_recovery_delay(seconds)
+        return await urm.lost_bookie_recovery_delay()
 
-    click.echo(json.dumps({"lost_bookie_recovery_delay": trio.run(main)}))
+    click.echo(json.dumps({"lost_bookie_recovery_delay": _on_store(metadata_url, main)}))

@@ -34,6 +34,17 @@ async def _closed_ledger(bk, n, ensemble=2, write_quorum=2):
     return lh
 
 
+async def _running_auditor(nursery, bk, delay_s, marked: trio.Event) -> Auditor:
+    """An elected auditor (its first audit, at election, done) that sets ``marked`` on marking."""
+    auditor = Auditor(bk, _config(lost_bookie_recovery_delay=delay_s, auditor_periodic_check_interval=0),
+                      AutoRecoveryMetrics(), "a", on_marked=marked.set)
+    await nursery.start(auditor.run)
+    with trio.fail_after(10):
+        while auditor.audits < 1:
+            await trio.sleep(0.01)
+    return auditor
+
+
 async def _lose(cluster, bookie_id):
     cluster[bookie_id].crash()
     await cluster.unregister(cluster[bookie_id])
@@ -228,13 +239,8 @@ async def test_auditor_loop_waits_lost_bookie_recovery_delay_and_forgets_a_retur
     flapper, victim = lh.metadata.last_ensemble
     urm = UnderReplicationManager(store)
     marked = trio.Event()
-    auditor = Auditor(bk, _config(lost_bookie_recovery_delay=1, auditor_periodic_check_interval=0),
-                      AutoRecoveryMetrics(), "a", on_marked=marked.set)
     async with trio.open_nursery() as nursery:
-        await nursery.start(auditor.run)
-        with trio.fail_after(10):
-            while auditor.audits < 1:  # the first audit at election: nothing lost
-                await trio.sleep(0.01)
+        auditor = await _running_auditor(nursery, bk, 1, marked)
         await cluster.unregister(cluster[flapper])
         await trio.sleep(0.3)
         await store.create(f"/ledgers/available/{flapper}", b"")  # back within the delay
@@ -305,13 +311,8 @@ async def test_stored_lost_bookie_recovery_delay_overrides_the_configured_one(bk
     victim = lh.metadata.last_ensemble[0]
     urm = UnderReplicationManager(store)
     marked = trio.Event()
-    auditor = Auditor(bk, _config(lost_bookie_recovery_delay=3600, auditor_periodic_check_interval=0),
-                      AutoRecoveryMetrics(), "a", on_marked=marked.set)
     async with trio.open_nursery() as nursery:
-        await nursery.start(auditor.run)
-        with trio.fail_after(10):
-            while auditor.audits < 1:
-                await trio.sleep(0.01)
+        auditor = await _running_auditor(nursery, bk, 3600, marked)
         await _lose(cluster, victim)
         await trio.sleep(0.3)
         assert await urm.get(lh.ledger_id) is None  # an hour to go
