@@ -51,12 +51,13 @@ PAYLOAD = b"x" * 1024
 _now = time.monotonic
 
 
-def start_bookie(root: Path, zk_url: str, i: int) -> tuple[subprocess.Popen, str]:
+def start_bookie(root: Path, zk_url: str, i: int, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """A `quire bookie` with journal ``root/j<i>`` and ledgers ``root/l<i>``; ``extra`` = more arguments."""
     port, http = free_port(), free_port()
     cmd = [
         sys.executable, "-m", "quire", "bookie", "--metadata-url", zk_url, "--port", str(port),
         "--http-port", str(http), "--journal-dir", str(root / f"j{i}"), "--ledger-dirs", str(root / f"l{i}"),
-        "--log-level", "WARNING",
+        "--log-level", "WARNING", *extra,
     ]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60

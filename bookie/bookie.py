@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 from functools import partial
+from typing import Any
 
 import trio
 
@@ -63,6 +64,8 @@ class Bookie:
         self.replayed_records = 0
         self._cancel = trio.CancelScope()
         self._server_scope = trio.CancelScope()
+        self._autorecovery_scope = trio.CancelScope()
+        self.autorecovery: Any = None  # bookie.autorecovery.service.AutoRecovery when enabled
         self._http_shutdown = trio.Event()
         self._stopped = trio.Event()
         self._opened = False
@@ -137,6 +140,11 @@ class Bookie:
             raise
         await nursery.start(self._run)
         await self.registration.register()
+        if self.store is not None and cfg.bookie_rack:
+            # rack-aware placement reads it (persistent: a down bookie's rack still counts)
+            await self.store.put(f"/bookies/{self.bookie_id}/rack", cfg.bookie_rack.encode(), None, make_parents=True)
+        if self.store is not None and cfg.autorecovery_daemon_enabled:
+            await nursery.start(self._run_autorecovery)
         self.state.running = True
         log.info("bookie %s serving on port %d (http %d)", self.bookie_id, self.port, self.http_port)
 
@@ -195,6 +203,17 @@ class Bookie:
                 self._close_files()
                 self._stopped.set()
 
+    async def _run_autorecovery(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The auditor candidate + replication worker (BookKeeper's autoRecoveryDaemonEnabled).
+        A ledger-client application: imported only when enabled; it reaches this bookie in process."""
+        from bookie.autorecovery.service import AutoRecovery
+
+        assert self.store is not None
+        self.autorecovery = AutoRecovery(self.store, self.config, registry=self.metrics.registry, name=self.bookie_id,
+                                         local_bookies={self.bookie_id: self.processor})
+        with self._autorecovery_scope:
+            await self.autorecovery.run(task_status=task_status)
+
     async def _serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         cfg = self.config
         handler = partial(
@@ -227,6 +246,7 @@ class Bookie:
             return
         self.state.shutting_down = True
         with trio.CancelScope(shield=True):
+            self._autorecovery_scope.cancel()  # stop copying before the bookie stops serving
             try:
                 await self.registration.unregister()
             except Exception:

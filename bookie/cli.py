@@ -68,7 +68,7 @@ async def _run_bookie(config: BookieConfig) -> None:
     if config.metadata_service_uri:
         from metadata import open_store
 
-        store = await open_store(config.metadata_service_uri)
+        store = await open_store(config.metadata_service_uri, session_timeout_s=config.zk_timeout / 1000)
     try:
         async with trio.open_nursery() as nursery:
             bookie = Bookie(config, store)
@@ -95,6 +95,7 @@ async def _run_bookie(config: BookieConfig) -> None:
 @click.option("--http-port", "http_server_port", type=int, help="HTTP admin port (default 8000; 0 = any)")
 @click.option("--journal-dir", "journal_directory", help="journal directory")
 @click.option("--ledger-dirs", "ledger_directories", help="comma-separated ledger directories")
+@click.option("--rack", "bookie_rack", help="rack of this bookie for rack-aware placement (/bookies/<id>/rack)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BookieConfig key")
 @click.option("--log-level", default="INFO", show_default=True)
 def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
@@ -258,3 +259,21 @@ def rebuild_index(ledger_dirs: str) -> None:
 
     for cur in _ledger_dirs(ledger_dirs):
         click.echo(json.dumps({"dir": str(cur), **rebuild_location_index(cur)}))
+
+
+def _register_autorecovery_commands() -> None:
+    """`decommission`, `list-underreplicated` and `autorecovery` talk to the cluster (bookie.autorecovery)."""
+    from bookie.autorecovery.cli import (
+        autorecovery_switch,
+        decommission,
+        list_underreplicated,
+        lost_bookie_recovery_delay,
+    )
+
+    bookie_shell.add_command(decommission)
+    bookie_shell.add_command(list_underreplicated)
+    bookie_shell.add_command(autorecovery_switch)
+    bookie_shell.add_command(lost_bookie_recovery_delay)
+
+
+_register_autorecovery_commands()

@@ -28,6 +28,8 @@ class BookieConfig:
     http_server_enabled: bool = True
     http_server_port: int = 8000
     metadata_service_uri: str = ""  # "" = no metadata store (cookies on disk only, no registration)
+    # Metadata (ZooKeeper) session timeout: a killed bookie's registration vanishes after it (zkTimeout).
+    zk_timeout: int = 10_000  # ms
     netty_max_frame_size_bytes: int = MAX_FRAME_SIZE
     max_pending_requests_per_connection: int = 10_000
     # Replies queued for one connection: its reader pauses above the high mark until they drain
@@ -109,6 +111,29 @@ class BookieConfig:
     is_throttle_by_bytes: bool = False
     is_force_gc_allow_when_no_space: bool = False
     disk_usage_warn_threshold: float = 0.90  # over it major compaction is suspended
+
+    # --- auto-recovery (bookie.autorecovery; BookKeeper's ServerConfiguration keys) -----------
+    # Run the auditor (elected) + replication worker inside this bookie (autoRecoveryDaemonEnabled).
+    autorecovery_daemon_enabled: bool = False
+    # Seconds a bookie must stay gone before its ledgers are re-replicated (lostBookieRecoveryDelay).
+    lost_bookie_recovery_delay: int = 0
+    # Full audits: every ledger's entries checked on its bookies (auditorPeriodicCheckInterval) and
+    # every ledger's ensembles against the live bookies (auditorPeriodicBookieCheckInterval); <= 0 = off.
+    auditor_periodic_check_interval: int = 604800
+    auditor_periodic_bookie_check_interval: int = 86400
+    # Entries per range read when copying a fragment (BookKeeper: 10 entries in flight; here
+    # 4 batches of this many are in flight, reads and adds overlapping).
+    rereplication_entry_batch_size: int = 100
+    # An open ledger whose last ensemble lost a bookie is fenced and closed (its writer presumed
+    # dead) if still open this long after a worker first saw it (openLedgerRereplicationGracePeriod).
+    open_ledger_rereplication_grace_period: int = 30000  # ms
+    # Back-off before a worker retries a ledger whose re-replication failed (rwRereplicateBackoffMs).
+    rw_rereplicate_backoff_ms: int = 5000
+    # Passwords the worker tries to write re-replicated entries (the metadata keeps only a hash;
+    # the managed ledger's default password is "").
+    autorecovery_ledger_passwords: list[str] = field(default_factory=lambda: [""])
+    # Declared rack (rack-aware placement), written to /bookies/<id>/rack at start; "" = keep.
+    bookie_rack: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.ledger_directories, str):

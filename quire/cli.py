@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metadata": ("metadata.cli:metadata", "inspect and edit the metadata store"),
     "bookie": ("bookie.cli:bookie", "run a bookie (storage server)"),
     "bookie-shell": ("bookie.cli:bookie_shell", "inspect a bookie's journal, entry logs and index"),
+    "autorecovery": ("bookie.autorecovery.cli:autorecovery", "run the bookie auditor + replication worker"),
     "broker": ("broker.cli:broker", "run a broker"),
     "standalone": ("broker.cli:standalone", "run metadata store + bookie + broker in one process"),
     "produce": ("quire.client_cli:produce", "produce messages to a topic"),

@@ -88,6 +88,7 @@ class BookKeeper:
             raise BKError(f"need 1 <= ack quorum ({ack_quorum}) <= write quorum ({write_quorum}) "
                           f"<= ensemble size ({ensemble_size})")
         writable = await self.ctx.writable_bookies()
+        await self.ctx.refresh_racks()
         ensemble = self.placement.new_ensemble(ensemble_size, writable, set(), self.ctx.quarantined())
         if len(set(ensemble)) != ensemble_size or not set(ensemble) <= set(writable):
             raise BKNotEnoughBookiesError(

@@ -26,6 +26,9 @@ from metadata.store import MetadataStore
 
 AVAILABLE_PATH = "/ledgers/available"
 READONLY_NODE = "readonly"
+# Racks bookies declare: /bookies/<id>/rack holds the rack name as UTF-8 text.
+RACKS_PATH = "/bookies"
+RACKS_REFRESH_S = 10.0
 
 
 class ClientContext:
@@ -39,6 +42,7 @@ class ClientContext:
         self._quarantine: dict[str, float] = {}
         self._nursery: trio.Nursery | None = None
         self._pool: BookieConnectionPool | None = None
+        self._racks_read_at = -RACKS_REFRESH_S
 
     def open(self, nursery: trio.Nursery) -> None:
         """Start serving: connections and background work run in ``nursery``."""
@@ -90,3 +94,28 @@ class ClientContext:
         except MetadataError as exc:
             raise BKError(f"cannot list bookies: {exc}") from exc
         return [k for k in kids if k != READONLY_NODE]
+
+    async def refresh_racks(self) -> None:
+        """Give a rack-aware placement policy (one with a ``racks`` dict) the declared racks,
+        read at most every RACKS_REFRESH_S; a store error keeps the last known map."""
+        racks = getattr(self.placement, "racks", None)
+        if not isinstance(racks, dict) or time.monotonic() - self._racks_read_at < RACKS_REFRESH_S:
+            return
+        try:
+            names = await self.store.children(RACKS_PATH)
+        except NotFoundError:
+            names = []
+        except MetadataError:
+            return
+        fresh: dict[str, str] = {}
+        for name in names:
+            try:
+                value, _ = await self.store.get(f"{RACKS_PATH}/{name}/rack")
+            except MetadataError:
+                continue  # a bookie without a declared rack: the default rack
+            rack = value.decode("utf-8", "replace").strip()
+            if rack:
+                fresh[name] = rack
+        racks.clear()
+        racks.update(fresh)
+        self._racks_read_at = time.monotonic()

@@ -51,8 +51,10 @@ class ClientConfig:
     netty_max_frame_size_bytes: int = 5 * 1024 * 1024 + 64 * 1024
     # Bookies that failed are avoided by placement for this long (bookieQuarantineTimeSeconds).
     bookie_quarantine_time_s: float = 1800.0
-    # Placement policy: "random" (DefaultEnsemblePlacementPolicy) or "module:Class".
-    ensemble_placement_policy: str = "random"
+    # Placement policy: "rackaware" (RackawareEnsemblePlacementPolicy, BookKeeper's client default:
+    # random while the bookies declare fewer than two racks), "random" (DefaultEnsemblePlacementPolicy)
+    # or "module:Class".
+    ensemble_placement_policy: str = "rackaware"
     # Largest number of entries requested at once by one read call (chunking bounds memory).
     max_entries_per_read_batch: int = 1000
     # Metadata CAS retries when an update races with another writer of the same node.

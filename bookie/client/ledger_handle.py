@@ -347,6 +347,7 @@ class LedgerHandle:
     async def _change_ensemble(self, failed: dict[int, str]) -> None:
         new_ensemble = list(self._ensemble)
         writable = await self._ctx.writable_bookies()
+        await self._ctx.refresh_racks()
         self._ever_failed.update(failed.values())
         exclude = set(self._ever_failed)
         quarantined = self._ctx.quarantined()
@@ -364,7 +365,7 @@ class LedgerHandle:
             self._md = self._md.with_ensemble(first, tuple(new_ensemble))
             self._ensemble = new_ensemble
             return
-        expected = self._md.ensembles
+        expected = self._md
         allowed = (LedgerState.OPEN,)
 
         def transform(md: LedgerMetadata) -> LedgerMetadata:
@@ -372,7 +373,8 @@ class LedgerHandle:
                 raise BKLedgerClosedError(f"ledger {self.ledger_id} was closed by another client")
             if md.state not in allowed:
                 raise BKLedgerFencedError(f"ledger {self.ledger_id} is being recovered by another client")
-            if md.ensembles != expected:
+            # Auto-recovery may have re-replicated an earlier segment (kept); the last is ours.
+            if not md.same_tail(expected):
                 raise BKMetadataVersionError(f"ledger {self.ledger_id}: ensembles changed by another client")
             return md.with_ensemble(first, tuple(new_ensemble))
 

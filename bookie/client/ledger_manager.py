@@ -7,12 +7,13 @@ errors into the ledger client's. The CAS loop used by every metadata change live
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Callable
 
 from bookie.client.errors import BKError, BKMetadataVersionError, BKNoSuchLedgerError
 from bookie.client.ledger_metadata import LedgerMetadata, MetadataFormatError, decode_metadata, encode_metadata
 from metadata.errors import AlreadyExistsError, BadVersionError, MetadataError, NotFoundError
-from metadata.ledger_ids import allocate_ledger_id, ledger_path
+from metadata.ledger_ids import allocate_ledger_id, iter_ledger_ids, ledger_path
 from metadata.store import MetadataStore
 
 __all__ = ["LedgerManager", "Versioned"]
@@ -73,6 +74,21 @@ class LedgerManager:
             except MetadataError as exc:
                 raise BKError(f"cannot update metadata of ledger {ledger_id}: {exc}") from exc
         raise BKMetadataVersionError(f"ledger {ledger_id}: metadata kept changing under us")
+
+    async def iter_metadata(self, on_error: Callable[[int, BKError], None] | None = None
+                            ) -> AsyncIterator[tuple[int, LedgerMetadata]]:
+        """Every ledger's (id, metadata), ascending; ledgers deleted during the walk are skipped,
+        and so are unreadable ones (reported to ``on_error``)."""
+        async for ledger_id in iter_ledger_ids(self.store):
+            try:
+                md = (await self.read(ledger_id))[0]
+            except BKNoSuchLedgerError:
+                continue
+            except BKError as exc:
+                if on_error is not None:
+                    on_error(ledger_id, exc)
+                continue
+            yield ledger_id, md
 
     async def remove(self, ledger_id: int) -> None:
         try:

@@ -123,6 +123,24 @@ class LedgerMetadata:
             segs.append((first_entry_id, tuple(bookies)))
         return dataclasses.replace(self, ensembles=tuple(segs))
 
+    def with_replaced_bookie(self, first_entry_id: int, index: int, old: str, new: str) -> "LedgerMetadata | None":
+        """The segment starting at ``first_entry_id`` with ``new`` in place of ``old`` at ``index``
+        (re-replication). None if that slot no longer holds ``old`` (someone replaced it already);
+        ValueError if the segment is gone."""
+        segs = list(self.ensembles)
+        for i, (first, bookies) in enumerate(segs):
+            if first == first_entry_id:
+                if bookies[index] != old:
+                    return None
+                segs[i] = (first, bookies[:index] + (new,) + bookies[index + 1:])
+                return dataclasses.replace(self, ensembles=tuple(segs))
+        raise ValueError(f"no ensemble segment starts at entry {first_entry_id}")
+
+    def same_tail(self, other: "LedgerMetadata") -> bool:
+        """Same number of segments and the same last one: only earlier (immutable, re-replicated)
+        segments may differ. What a writer or a recoverer owns is the last segment."""
+        return len(self.ensembles) == len(other.ensembles) and self.ensembles[-1] == other.ensembles[-1]
+
 
 def encode_metadata(md: LedgerMetadata) -> bytes:
     return msgpack.packb(

@@ -84,10 +84,12 @@ class LedgerRecoveryOp:
         def close(m: LedgerMetadata) -> LedgerMetadata | None:
             if m.is_closed:
                 return None  # another recoverer closed it first: its end is the ledger's end
-            if m.ensembles != original:
+            if not m.same_tail(md):
                 raise BKLedgerRecoveryError(f"ledger {self.ledger_id}: ensembles changed during recovery")
-            # the segments our re-writes went to, together with the end, in one CAS
-            return dataclasses.replace(m, ensembles=final_ensembles).closed(last, length)
+            # the segments our re-writes went to, together with the end, in one CAS; earlier
+            # segments as stored (auto-recovery may have re-replicated one meanwhile)
+            ensembles = m.ensembles[:-1] + final_ensembles[len(original) - 1:]
+            return dataclasses.replace(m, ensembles=ensembles).closed(last, length)
 
         return await self._ctx.ledger_manager.update(self.ledger_id, (md, version), close)
 

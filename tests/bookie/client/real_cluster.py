@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
+import metadata
+from bookie.client import ClientConfig
 from metadata.store import MetadataStore
 from tests.fixtures.processes import QuireProcess, QuireProcesses, free_port
 
 
 class RealBookie:
-    def __init__(self, procs: QuireProcesses, zk_url: str, base: Path, index: int) -> None:
+    def __init__(self, procs: QuireProcesses, zk_url: str, base: Path, index: int, extra: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.http_port = free_port()
         self.bookie_id = f"127.0.0.1:{self.port}"
@@ -24,6 +27,7 @@ class RealBookie:
             "--journal-dir", str(base / "journal"),
             "--ledger-dirs", str(base / "ledgers"),
             "--log-level", "WARNING",
+            *extra,
             ready_port=self.port,
             timeout=60.0,
         )
@@ -38,8 +42,9 @@ class RealBookie:
 
 
 async def start_bookies(procs: QuireProcesses, zk_url: str, base: Path, n: int,
-                        store: MetadataStore) -> list[RealBookie]:
-    bookies = [RealBookie(procs, zk_url, base, i) for i in range(n)]
+                        store: MetadataStore, extra: tuple[str, ...] = ()) -> list[RealBookie]:
+    """``extra``: more `quire bookie` arguments for every bookie (e.g. ``--set key=value``)."""
+    bookies = [RealBookie(procs, zk_url, base, i, extra) for i in range(n)]
     await wait_registered(store, {b.bookie_id for b in bookies})
     return bookies
 
@@ -53,3 +58,18 @@ async def wait_registered(store: MetadataStore, ids: set[str], timeout: float = 
             except Exception:
                 pass
             await trio.sleep(0.1)
+
+
+def client_config() -> ClientConfig:
+    """Timeouts for real bookies on a loaded machine, short enough for fault tests."""
+    return ClientConfig(add_entry_timeout_s=3.0, read_timeout_s=3.0, client_connect_timeout_ms=2000)
+
+
+@pytest.fixture
+async def zk_store(zk_url):
+    """The test's ZooKeeper chroot as a metadata store."""
+    store = await metadata.open_store(zk_url)
+    try:
+        yield store
+    finally:
+        await store.close()

@@ -6,21 +6,9 @@ import pytest
 import trio
 
 import metadata
-from bookie.client import BKLedgerFencedError, BookKeeper, ClientConfig, LedgerState
-from tests.bookie.client.real_cluster import start_bookies
-
-
-def _config() -> ClientConfig:
-    return ClientConfig(add_entry_timeout_s=3.0, read_timeout_s=3.0, client_connect_timeout_ms=2000)
-
-
-@pytest.fixture
-async def zk_store(zk_url):
-    store = await metadata.open_store(zk_url)
-    try:
-        yield store
-    finally:
-        await store.close()
+from bookie.client import BKLedgerFencedError, BookKeeper, LedgerState
+from tests.bookie.client.real_cluster import client_config as _config
+from tests.bookie.client.real_cluster import start_bookies, zk_store  # noqa: F401  (fixture)
 
 
 async def _stream(lh, n, acked, in_flight=64, prefix=b"m"):
