@@ -97,8 +97,8 @@ class _TaskProducers:
                         raise
                     time.sleep(0.5)
             self.producers[tp] = p
-            # What an earlier attempt already stored under this name: skip it here rather than
-            # rely on the broker alone, which drops a whole batch whose first id it has seen.
+            # What an earlier attempt already stored under this name: skip it here, so no batch
+            # re-sends stored rows (the broker stores a partly-stored batch whole).
             self.stored_upto[tp] = p.last_sequence_id()
         return p
 
