@@ -47,7 +47,8 @@ def read_partition(opts: PulsarOptions, part: RangePartition, *, starting_time: 
                                  ending_time=ending_time)
     from .broker_read import read_range
     return read_range(opts.service_url or "", part.topic, start, end, poll_timeout_ms=opts.poll_timeout_ms,
-                      batch_rows=opts.record_batch_size, starting_time=starting_time, ending_time=ending_time)
+                      batch_rows=opts.record_batch_size, starting_time=starting_time, ending_time=ending_time,
+                      client_conf=opts.client_conf, reader_conf=opts.reader_conf)
 
 
 class PulsarBatchReader(DataSourceReader):

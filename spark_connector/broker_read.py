@@ -8,7 +8,7 @@ byte-compatible with the official client's. The reader is non-durable: nothing p
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -21,7 +21,8 @@ IDLE_CHECK_MS = 200  # a read that waits this long asks the broker whether anyth
 
 
 def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeout_ms: int,
-               batch_rows: int, starting_time: int | None = None, ending_time: int | None = None
+               batch_rows: int, starting_time: int | None = None, ending_time: int | None = None,
+               client_conf: dict[str, Any] | None = None, reader_conf: dict[str, Any] | None = None
                ) -> Iterator[pa.RecordBatch]:
     import clients
     from clients.message_id import MessageId
@@ -30,12 +31,12 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
     partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
     encoder = MessageIdEncoder(partition)
     last_entry = Pos(end.ledger_id, end.entry_id - 1) if end.batch_index < 0 and end.entry_id > 0 else None
-    client = clients.Client(service_url, operation_timeout_seconds=30)
+    client = clients.Client(service_url, **{"operation_timeout_seconds": 30, **(client_conf or {})})
     try:
         start_id = MessageId.earliest if start == EARLIEST else MessageId(
             -1, start.ledger_id, start.entry_id, start.batch_index)
         reader = client.create_reader(topic, start_id, start_message_id_inclusive=True,
-                                      receiver_queue_size=2000)
+                                      **{"receiver_queue_size": 2000, **(reader_conf or {})})
         waited = 0.0
         while True:
             try:

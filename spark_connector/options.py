@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import PulsarOptionError
+from .passthrough import is_passthrough, parse_passthrough
 from .positions import EARLIEST, Pos, position_from_json
 
 READ_MODES = ("broker", "direct")
@@ -61,6 +62,9 @@ class PulsarOptions:
     record_batch_size: int
     write_id: str
     fail_after_rows: int | None
+    client_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.client.* as clients.Client kwargs
+    reader_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.reader.* as create_reader kwargs
+    producer_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.producer.* as create_producer kwargs
     raw: dict[str, str] = field(default_factory=dict)
 
 
@@ -112,7 +116,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
     names = {k: CANONICAL.get(k, k) for k in opts}
     names.update({k.lower(): k for k in CANONICAL.values()})
     for key in opts:
-        if key in SPARK_OWN:
+        if key in SPARK_OWN or is_passthrough(key):
             continue
         where = KNOWN.get(key)
         if where is None:
@@ -171,6 +175,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         raise PulsarOptionError(names["predefinedsubscription"], "contradicts subscriptionPrefix: give one of them")
     if "maxentriespertrigger" in opts and "maxbytespertrigger" in opts:
         raise PulsarOptionError(names["maxbytespertrigger"], "contradicts maxEntriesPerTrigger: give one of them")
+    client_conf, reader_conf, producer_conf = parse_passthrough(opts, purpose, mode)
     if purpose == "read" and not streaming:
         for key in ("maxentriespertrigger", "maxbytespertrigger", "subscriptionprefix", "predefinedsubscription"):
             if key in opts:
@@ -199,5 +204,8 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         record_batch_size=_int(opts, names.get("recordbatchsize", ""), "recordbatchsize", 8192, 1) or 8192,
         write_id=opts.get("writeid") or uuid.uuid4().hex,
         fail_after_rows=_int(opts, "test.failAfterRows", "test.failafterrows", None),
+        client_conf=client_conf,
+        reader_conf=reader_conf,
+        producer_conf=producer_conf,
         raw=dict(opts),
     )

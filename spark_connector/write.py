@@ -60,7 +60,7 @@ class _TaskProducers:
         self.opts = opts
         self.name = name
         self.epoch = epoch
-        self.client = clients.Client(opts.service_url or "", operation_timeout_seconds=30)
+        self.client = clients.Client(opts.service_url or "", **{"operation_timeout_seconds": 30, **opts.client_conf})
         self.partitions: dict[str, list[str]] = {}
         self.producers: dict[str, Any] = {}
         self.counters: dict[str, int] = {}
@@ -88,9 +88,9 @@ class _TaskProducers:
             deadline = time.monotonic() + PRODUCER_BUSY_RETRY_S
             while True:
                 try:
-                    p = self.client.create_producer(tp, producer_name=self.name, batching_enabled=True,
-                                                    block_if_queue_full=True, max_pending_messages=5000,
-                                                    batching_max_publish_delay_ms=5)
+                    p = self.client.create_producer(tp, producer_name=self.name, **{
+                        "batching_enabled": True, "block_if_queue_full": True, "max_pending_messages": 5000,
+                        "batching_max_publish_delay_ms": 5, **self.opts.producer_conf})
                     break
                 except self.clients.ProducerBusy:
                     if time.monotonic() > deadline:

@@ -87,3 +87,43 @@ def test_read_limits_become_entry_budgets() -> None:
     assert reader._entry_budget(ReadMaxBytes(1000), backlog) == {"t": 5, "u": 5}
     assert reader._entry_budget(ReadMaxRows(9), backlog) == {"t": 4, "u": 4}
     assert reader._entry_budget(ReadAllAvailable(), backlog) is None
+
+
+def test_passthrough_options_become_client_kwargs() -> None:
+    from clients.options import CompressionType
+
+    read = parse_options({**BASE, "topic": "a", "pulsar.client.operationtimeoutms": "2500",
+                          "pulsar.reader.receiverqueuesize": "77"}, purpose="read")
+    assert read.client_conf == {"operation_timeout_seconds": 3} and read.reader_conf == {"receiver_queue_size": 77}
+    write = parse_options({"service.url": "pulsar://h:1", "topic": "t", "pulsar.producer.batchingmaxmessages": "10",
+                           "pulsar.producer.compressiontype": "zstd",
+                           "pulsar.producer.batchingmaxpublishdelaymicros": "3000"}, purpose="write")
+    assert write.producer_conf == {"batching_max_messages": 10, "compression_type": CompressionType.ZSTD,
+                                   "batching_max_publish_delay_ms": 3}
+
+
+@pytest.mark.parametrize("extra,purpose,named,why", [
+    ({"pulsar.client.authPluginClassName": "x"}, "read", "pulsar.client.authpluginclassname", "not supported"),
+    ({"pulsar.reader.receiverQueueSize": "-1"}, "read", "pulsar.reader.receiverQueueSize", "bad value"),
+    ({"pulsar.reader.receiverQueueSize": "5", "readMode": "direct", "metadata.url": "zk://h:1"}, "read",
+     "pulsar.reader.receiverQueueSize", "readMode=broker"),
+    ({"pulsar.producer.batchingEnabled": "true"}, "read", "pulsar.producer.batchingEnabled", "only to writes"),
+    ({"pulsar.producer.producerName": "me"}, "write", "pulsar.producer.producername", "cannot be set"),
+    ({"pulsar.producer.compressionType": "gzip"}, "write", "pulsar.producer.compressionType", "bad value"),
+    ({"pulsar.reader.readerName": "r"}, "write", "pulsar.reader.readerName", "readMode=broker"),
+])
+def test_passthrough_option_errors(extra: dict[str, str], purpose: str, named: str, why: str) -> None:
+    with pytest.raises(PulsarOptionError, match=f"'{named}'.*{why}"):
+        parse_options({**BASE, "topic": "a", **{k.lower(): v for k, v in extra.items()}}, purpose=purpose)
+
+
+def test_end_of_ledger_offsets_and_consumed_ledgers() -> None:
+    assert INFO.normalize(Pos(3, 10)) == Pos(5, 0) and INFO.normalize(Pos(7, 20)) == Pos(9, 0)
+    assert INFO.normalize(Pos(9, 5)) == Pos(9, 5) and INFO.normalize(Pos(3, 4)) == Pos(3, 4)
+    # ledger 1 is gone: data loss, unless our subscription had acknowledged exactly up to the start
+    consumed = PartitionInfo("t", INFO.ledgers, INFO.end, (("q", Pos(1, 9)), ("other", Pos(9, 4))))
+    with pytest.raises(PulsarDataLossError):
+        check_data_loss(consumed, Pos(1, 10), True, "other")
+    assert check_data_loss(consumed, Pos(1, 10), True, "q") == Pos(3, 0)
+    with pytest.raises(PulsarDataLossError):
+        check_data_loss(consumed, Pos(1, 4), True, "q")
