@@ -44,11 +44,11 @@ def read_partition(opts: PulsarOptions, part: RangePartition, *, starting_time: 
         from .direct_read import read_range_direct
         return read_range_direct(opts.metadata_url or "", part.topic, start, end, part.ledgers,
                                  batch_rows=opts.record_batch_size, starting_time=starting_time,
-                                 ending_time=ending_time)
+                                 ending_time=ending_time, value_schema=opts.value_schema)
     from .broker_read import read_range
     return read_range(opts.service_url or "", part.topic, start, end, poll_timeout_ms=opts.poll_timeout_ms,
                       batch_rows=opts.record_batch_size, starting_time=starting_time, ending_time=ending_time,
-                      client_conf=opts.client_conf, reader_conf=opts.reader_conf)
+                      client_conf=opts.client_conf, reader_conf=opts.reader_conf, value_schema=opts.value_schema)
 
 
 class PulsarBatchReader(DataSourceReader):

@@ -65,6 +65,7 @@ class PulsarOptions:
     client_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.client.* as clients.Client kwargs
     reader_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.reader.* as create_reader kwargs
     producer_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.producer.* as create_producer kwargs
+    value_schema: Any = None  # a ValueSchema when the topics have a JSON/AVRO schema (set by the source)
     raw: dict[str, str] = field(default_factory=dict)
 
 
