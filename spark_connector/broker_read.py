@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import pyarrow as pa
 
@@ -44,14 +44,14 @@ def _entry_consumer_class() -> Any:
                     raise ProtocolError("checksum mismatch")
                 meta, payload = frame.metadata(), frame.payload()
             except ProtocolError as exc:
-                self._queue.put(PulsarConnectorError(f"{self._topic}: entry {ledger}:{entry} unreadable: {exc}"))
+                self._queue.put(cast(Any, PulsarConnectorError(f"{self._topic}: entry {ledger}:{entry} unreadable: {exc}")))
                 return
             n = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-            self._queue.put((ledger, entry, meta, bytes(payload), n))
+            self._queue.put(cast(Any, (ledger, entry, meta, bytes(payload), n)))
 
         async def next_entries(self, timeout_s: float) -> list[Any]:
             """At least one entry (``errors.Timeout`` after ``timeout_s``), at most DRAIN_MAX."""
-            out = [await self._queue.get(timeout_s)]
+            out: list[Any] = [await self._queue.get(timeout_s)]
             while len(out) < DRAIN_MAX and (item := self._queue.get_nowait()) is not None:
                 out.append(item)
             permits = 0

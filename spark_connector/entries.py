@@ -89,9 +89,9 @@ def _single_metadata(buf: bytes, p: int, end: int) -> tuple[int, str | None, int
 
 
 def _single_metadata_pb(raw: bytes) -> tuple[int, str | None, int, list[tuple[str, str]], bool]:
-    from clients.protocol.pulsar_api_pb2 import SingleMessageMetadata
+    from clients.protocol import pulsar_api_pb2 as pb
 
-    m = SingleMessageMetadata.FromString(raw)
+    m = pb.SingleMessageMetadata.FromString(raw)
     return (m.payload_size, m.partition_key or None, m.event_time,
             [(kv.key, kv.value) for kv in m.properties], m.compacted_out)
 
@@ -204,9 +204,9 @@ class EntryDecoder:
                         p += 1
                     p += 1
                 elif tag == 0x12 and buf[p + 1] < 0x80:
-                    k = p + 2 + buf[p + 1]
-                    key = buf[p + 2:k].decode()
-                    p = k
+                    key_end = p + 2 + buf[p + 1]
+                    key = buf[p + 2:key_end].decode()
+                    p = key_end
                 else:
                     size, key, event, props, compacted = _single_metadata(buf, pos, mend)
                     break
