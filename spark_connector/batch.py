@@ -32,7 +32,7 @@ def plan_batch(opts: PulsarOptions) -> list[RangePartition]:
         if end is None:
             continue
         start = check_data_loss(info, resolve_start(opts.starting_offsets, tp, info), opts.fail_on_data_loss)
-        for lo, hi in split_ranges(info, start, end, opts.entries_per_partition):
+        for lo, hi in split_ranges(info, start, end, opts.entries_per_partition, opts.bytes_per_partition):
             parts.append(RangePartition(tp, str(lo), str(hi), info.ledgers))
     return parts
 

@@ -119,15 +119,4 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
 
     decoder = EntryDecoder(topic, partition, start, end, starting_time=starting_time, ending_time=ending_time,
                            value_schema=value_schema)
-    entries = pumped(fetch, "pulsar-broker-read")
-    try:
-        for ledger, entry, meta, payload, _ in entries:
-            decoder.add_entry(ledger, entry, meta, payload)
-            if len(decoder) >= batch_rows:
-                yield decoder.flush()
-            if decoder.done:
-                break
-        if len(decoder):
-            yield decoder.flush()
-    finally:
-        entries.close()  # type: ignore[attr-defined]
+    return decoder.batches(pumped(fetch, "pulsar-broker-read"), batch_rows)

@@ -42,6 +42,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
                       starting_time: int | None = None, ending_time: int | None = None,
                       password: bytes = b"", value_schema: ValueSchema | None = None) -> Iterator[pa.RecordBatch]:
     from bookie.client import BookKeeper
+    from clients.protocol.frames import parse_entry
     from bookie.client.config import ClientConfig
     from metadata import open_store
 
@@ -64,26 +65,13 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
                             if stop.is_set():
                                 return
                             got = await lh.read_unconfirmed(lo, min(last, lo + READ_CHUNK - 1))
-                            await put([(lid, e.entry_id, e.data) for e in got])
+                            parsed = [parse_entry(e.data) for e in got]
+                            await put([(lid, e.entry_id, p.metadata, p.payload) for e, p in zip(got, parsed)])
                     finally:
                         await lh.close()
         finally:
             await store.close()
 
-    from clients.protocol.frames import parse_entry
-
     decoder = EntryDecoder(topic, partition, start, end, starting_time=starting_time, ending_time=ending_time,
                            value_schema=value_schema)
-    entries = pumped(fetch, "pulsar-direct-read")
-    try:
-        for lid, eid, data in entries:
-            parsed = parse_entry(data)
-            decoder.add_entry(lid, eid, parsed.metadata, parsed.payload)
-            if len(decoder) >= batch_rows:
-                yield decoder.flush()
-            if decoder.done:
-                break
-        if len(decoder):
-            yield decoder.flush()
-    finally:
-        entries.close()  # type: ignore[attr-defined]
+    return decoder.batches(pumped(fetch, "pulsar-direct-read"), batch_rows)

@@ -11,7 +11,7 @@ fields a row needs: key, size, event time, properties), with protobuf only for r
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 
@@ -249,6 +249,23 @@ class EntryDecoder:
             whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
         mid = message_id(self.partition, ledger, entry, -1, 0, tuple(parts[1])).serialize()
         self._add_one(whole, meta, mid, publish * 1000)
+
+    def batches(self, entries: Iterator[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """Record batches of about ``batch_rows`` rows from ``(ledger, entry, metadata, payload, ...)``
+        items, until the range ends; ``entries`` is closed (its fetcher stopped) either way."""
+        try:
+            for item in entries:
+                self.add_entry(item[0], item[1], item[2], item[3])
+                if len(self) >= batch_rows:
+                    yield self.flush()
+                if self.done:
+                    break
+            if len(self):
+                yield self.flush()
+        finally:
+            close = getattr(entries, "close", None)
+            if close is not None:
+                close()
 
     def flush(self) -> pa.RecordBatch:
         n = len(self.values)

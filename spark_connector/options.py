@@ -25,7 +25,7 @@ KNOWN = {
     "startingoffsets": "read", "endingoffsets": "read", "startingtime": "read", "endingtime": "read",
     "failondataloss": "read", "maxentriespertrigger": "read", "maxbytespertrigger": "read",
     "subscriptionprefix": "read", "predefinedsubscription": "read", "polltimeoutms": "all",
-    "readmode": "read", "entriesperpartition": "read", "recordbatchsize": "read",
+    "readmode": "read", "entriesperpartition": "read", "bytesperpartition": "read", "recordbatchsize": "read",
     "writeid": "write", "test.failafterrows": "write",
 }
 
@@ -36,7 +36,7 @@ CANONICAL = {k.lower(): k for k in (
     "service.url", "admin.url", "metadata.url", "topic", "topics", "topicsPattern", "startingOffsets",
     "endingOffsets", "startingTime", "endingTime", "failOnDataLoss", "maxEntriesPerTrigger",
     "maxBytesPerTrigger", "subscriptionPrefix", "predefinedSubscription", "pollTimeoutMs", "readMode",
-    "entriesPerPartition", "recordBatchSize", "writeId", "test.failAfterRows")}
+    "entriesPerPartition", "bytesPerPartition", "recordBatchSize", "writeId", "test.failAfterRows")}
 
 
 @dataclass
@@ -59,6 +59,7 @@ class PulsarOptions:
     poll_timeout_ms: int
     read_mode: str
     entries_per_partition: int
+    bytes_per_partition: int
     record_batch_size: int
     write_id: str
     fail_after_rows: int | None
@@ -200,6 +201,8 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         predefined_subscription=opts.get("predefinedsubscription"),
         poll_timeout_ms=_int(opts, names.get("polltimeoutms", "pollTimeoutMs"), "polltimeoutms", 120_000, 1) or 120_000,
         read_mode=mode,
+        bytes_per_partition=_int(opts, names.get("bytesperpartition", ""), "bytesperpartition", 64 << 20, 1)
+        or 64 << 20,
         entries_per_partition=_int(opts, names.get("entriesperpartition", ""), "entriesperpartition", 200_000, 1)
         or 200_000,
         record_batch_size=_int(opts, names.get("recordbatchsize", ""), "recordbatchsize", 8192, 1) or 8192,

@@ -144,23 +144,27 @@ def check_data_loss(info: PartitionInfo, start: Pos, fail: bool, subscription: s
     return start
 
 
-def split_ranges(info: PartitionInfo, start: Pos, end: Pos, per_partition: int) -> list[tuple[Pos, Pos]]:
-    """``[start, end)`` cut at ledger boundaries into pieces of about ``per_partition`` entries."""
+def split_ranges(info: PartitionInfo, start: Pos, end: Pos, per_partition: int,
+                 bytes_per_partition: int | None = None) -> list[tuple[Pos, Pos]]:
+    """``[start, end)`` cut at ledger boundaries into pieces of about ``per_partition`` entries or
+    ``bytes_per_partition`` bytes (a batched entry holds many messages: bytes measure the work)."""
     if info.end is None or start >= end:
         return []
     end = min(end, info.end) if end.batch_index < 0 else end
     pieces: list[tuple[Pos, Pos]] = []
-    cur_start, count = start, 0
-    for lid, entries, _ in info.ledgers:
+    cur_start, count, size = start, 0, 0
+    for lid, entries, ledger_bytes in info.ledgers:
         if entries <= 0:
             continue
         n = entries_between(info, max(cur_start, Pos(lid, 0)), min(end, Pos(lid, entries)))
         count += n
-        if count >= per_partition and Pos(lid, entries) < end:
+        size += ledger_bytes * n // entries
+        full = count >= per_partition or (bytes_per_partition is not None and size >= bytes_per_partition)
+        if full and Pos(lid, entries) < end:
             boundary = Pos(lid, entries)
             if boundary > cur_start:
                 pieces.append((cur_start, boundary))
-                cur_start, count = boundary, 0
+                cur_start, count, size = boundary, 0, 0
     if cur_start < end:
         pieces.append((cur_start, end))
     return pieces

@@ -139,7 +139,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
                 continue
             info = infos.get(tp) or partition_info(self._admin(), tp)
             b = check_data_loss(info, b, self.opts.fail_on_data_loss, start.get("subscription", self.subscription))
-            for lo, hi in split_ranges(info, b, e, self.opts.entries_per_partition):
+            for lo, hi in split_ranges(info, b, e, self.opts.entries_per_partition, self.opts.bytes_per_partition):
                 parts.append(RangePartition(tp, str(lo), str(hi), info.ledgers))
         return parts
 

@@ -33,6 +33,9 @@ def test_entries_between_advance_and_split() -> None:
     pieces = split_ranges(INFO, EARLIEST, Pos(9, 5), 10)
     assert pieces == [(EARLIEST, Pos(3, 10)), (Pos(3, 10), Pos(7, 20)), (Pos(7, 20), Pos(9, 5))]
     assert split_ranges(INFO, Pos(9, 5), Pos(9, 5), 10) == []
+    # 100 bytes an entry: 1000 bytes cut after every ledger of 10 entries or more
+    assert split_ranges(INFO, EARLIEST, Pos(9, 5), 1000, 1000) == pieces
+    assert split_ranges(INFO, EARLIEST, Pos(9, 5), 1000, 2500) == [(EARLIEST, Pos(7, 20)), (Pos(7, 20), Pos(9, 5))]
     assert sum(entries_between(INFO, lo, hi) for lo, hi in pieces) == 35
 
 
