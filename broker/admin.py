@@ -39,6 +39,7 @@ from broker.errors import (
 from quire.http_guard import guard_connections
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
+from broker.schemas import schema_type_name
 from broker.policies import (
     INT64_MAX,
     describe,
@@ -694,6 +695,21 @@ class AdminApi:
         return {"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": topic.name.partition_index,
                 "batchIndex": batch_index}
 
+    @_wrap
+    async def schema(self, request: Request) -> Any:
+        """The topic's latest schema as Pulsar's GetSchemaResponse (any broker answers: the
+        registry is in the metadata store)."""
+        p = request.path_params
+        name = TopicName.parse(f"persistent://{p['tenant']}/{p['namespace']}/{p['topic']}")
+        entry = await self.service.schemas.get(name)
+        if entry is None:
+            return _error(404, "Schema not found")
+        data = entry["data"]
+        return {"version": entry["version"], "type": schema_type_name(entry["type"]),
+                "timestamp": entry.get("timestamp", 0),
+                "data": data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data,
+                "properties": dict(entry.get("properties") or {})}
+
     # -- subscriptions ---------------------------------------------------------------------
 
     @_wrap
@@ -927,6 +943,7 @@ ROUTE_TABLE: list[tuple[str, str, RouteAccess]] = [
     (_SUB + "/skip_all", "skip_all", {"POST": CONSUME}),
     (_SUB + "/resetcursor/{timestamp:int}", "reset_cursor_time", {"POST": CONSUME}),
     (_SUB + "/resetcursor", "reset_cursor_id", {"POST": CONSUME}),
+    ("/admin/v2/schemas/{tenant}/{namespace}/{topic}/schema", "schema", {"GET": LOOKUP}),
     ("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", "lookup", {"GET": LOOKUP}),
     ("/metrics", "metrics", {"GET": Access.METRICS}),
     ("/metrics/", "metrics", {"GET": Access.METRICS}),

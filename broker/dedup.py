@@ -61,11 +61,24 @@ class Deduplication:
         log.info("dedup state of %s rebuilt: %d producers, %d entries replayed", self.ml.name, len(self.persisted), replayed)
 
     def check(self, producer: str, sequence_id: int, highest_sequence_id: int) -> DupStatus:
-        if sequence_id <= self.persisted.get(producer, -1):
+        """A send carries ``[sequence_id, highest_sequence_id]`` (a batch; a single message has
+        highest 0 or equal). It is a duplicate only when all of it is stored (highest <= persisted).
+        A batch that is only partly stored (first id stored, highest not) is stored whole:
+        dropping it would lose its new messages, which the producer took as acknowledged
+        (Pulsar's Java client never builds such a batch; a re-sent batch cut differently does).
+        A send overlapping ids still being persisted is UNKNOWN: the producer retries it."""
+        highest = max(sequence_id, highest_sequence_id)
+        persisted = self.persisted.get(producer, -1)
+        if highest <= persisted:
             return DupStatus.DUP
-        if sequence_id <= self.pushed.get(producer, -1):
+        pushed = self.pushed.get(producer, -1)
+        if pushed > persisted and sequence_id <= pushed:
             return DupStatus.UNKNOWN
-        self.pushed[producer] = max(sequence_id, highest_sequence_id)
+        if sequence_id <= persisted:
+            log.warning("%s: producer %s re-sent a batch of sequence ids %d..%d of which %d..%d are stored "
+                        "already: stored whole (its later messages are new)", self.ml.name if self.ml else "?",
+                        producer, sequence_id, highest, sequence_id, persisted)
+        self.pushed[producer] = highest
         return DupStatus.NEW
 
     def last_sequence_id(self, producer: str) -> int:

@@ -18,6 +18,15 @@ from metadata.store import MetadataStore
 
 NONE_TYPE = 0  # Schema.Type None: raw bytes, compatible with everything
 
+# Schema.Type (protocol enum) -> SchemaType name as the admin API spells it
+TYPE_NAMES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8", "INT16", "INT32", "INT64", "FLOAT",
+              "DOUBLE", "DATE", "TIME", "TIMESTAMP", "KEY_VALUE", "INSTANT", "LOCAL_DATE", "LOCAL_TIME",
+              "LOCAL_DATE_TIME", "PROTOBUF_NATIVE")
+
+
+def schema_type_name(type_: int) -> str:
+    return TYPE_NAMES[type_] if 0 <= type_ < len(TYPE_NAMES) else str(type_)
+
 
 def version_bytes(version: int) -> bytes:
     return version.to_bytes(8, "big", signed=True)

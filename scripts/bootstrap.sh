@@ -24,6 +24,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing Python dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
   .venv/bin/python -m pip install -q -e ".[test,spark]" 2>&1 | grep -v "is ignored: it is neither" || true
-  .venv/bin/python -c "import quire, trio, kazoo, rocksdict, re2, pulsar, pyspark" 
+  .venv/bin/python -c "import quire, trio, kazoo, rocksdict, re2, pulsar, pyspark, fastavro" 
   echo "$want" > "$stamp"
 fi

@@ -65,6 +65,14 @@ class AdminClient:
     def stats(self, topic: str) -> dict[str, Any]:
         return self._call("GET", _rest_path(topic) + "/stats")
 
+    def schema(self, topic: str) -> dict[str, Any] | None:
+        """The topic's latest schema (``{"type": "AVRO", "data": ...}``), None when it has none."""
+        _, rest = full_topic_name(topic).split("://", 1)
+        tenant, ns, local = rest.split("/", 2)
+        if PARTITION_SUFFIX in local:  # partitions share their topic's schema
+            local = local.rsplit(PARTITION_SUFFIX, 1)[0]
+        return self._call("GET", f"/admin/v2/schemas/{tenant}/{ns}/{quote(local, safe='')}/schema", missing_ok=True)
+
     def subscriptions(self, topic: str) -> list[str]:
         return list(self._call("GET", _rest_path(topic) + "/subscriptions"))
 

@@ -32,7 +32,7 @@ def plan_batch(opts: PulsarOptions) -> list[RangePartition]:
         if end is None:
             continue
         start = check_data_loss(info, resolve_start(opts.starting_offsets, tp, info), opts.fail_on_data_loss)
-        for lo, hi in split_ranges(info, start, end, opts.entries_per_partition):
+        for lo, hi in split_ranges(info, start, end, opts.entries_per_partition, opts.bytes_per_partition):
             parts.append(RangePartition(tp, str(lo), str(hi), info.ledgers))
     return parts
 
@@ -44,10 +44,11 @@ def read_partition(opts: PulsarOptions, part: RangePartition, *, starting_time: 
         from .direct_read import read_range_direct
         return read_range_direct(opts.metadata_url or "", part.topic, start, end, part.ledgers,
                                  batch_rows=opts.record_batch_size, starting_time=starting_time,
-                                 ending_time=ending_time)
+                                 ending_time=ending_time, value_schema=opts.value_schema)
     from .broker_read import read_range
     return read_range(opts.service_url or "", part.topic, start, end, poll_timeout_ms=opts.poll_timeout_ms,
-                      batch_rows=opts.record_batch_size, starting_time=starting_time, ending_time=ending_time)
+                      batch_rows=opts.record_batch_size, starting_time=starting_time, ending_time=ending_time,
+                      client_conf=opts.client_conf, reader_conf=opts.reader_conf, value_schema=opts.value_schema)
 
 
 class PulsarBatchReader(DataSourceReader):

@@ -9,7 +9,6 @@ codec the clients use, so the rows equal ``readMode=broker``'s.
 
 from __future__ import annotations
 
-import queue
 import threading
 from typing import Any, Iterator
 
@@ -17,7 +16,9 @@ import pyarrow as pa
 
 from .admin import PARTITION_SUFFIX
 from .positions import Pos
-from .rows import BatchBuilder, MessageIdEncoder, message_id
+from .entries import EntryDecoder
+from .pump import Put, pumped
+from .value_schema import ValueSchema
 
 READ_CHUNK = 256  # entries per bookie read request
 
@@ -39,19 +40,15 @@ def _ledger_ranges(ledgers: tuple, start: Pos, end: Pos) -> list[tuple[int, int,
 
 def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledgers: tuple, *, batch_rows: int,
                       starting_time: int | None = None, ending_time: int | None = None,
-                      password: bytes = b"") -> Iterator[pa.RecordBatch]:
-    import trio
-
+                      password: bytes = b"", value_schema: ValueSchema | None = None) -> Iterator[pa.RecordBatch]:
     from bookie.client import BookKeeper
+    from clients.protocol.frames import parse_entry
     from bookie.client.config import ClientConfig
     from metadata import open_store
 
     partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
-    # The ledger client runs on its own trio loop thread; chunks come over a bounded queue.
-    chunks_q: queue.Queue[Any] = queue.Queue(maxsize=8)
-    stop = threading.Event()
 
-    async def fetch() -> None:
+    async def fetch(put: Put, stop: threading.Event) -> None:
         store: Any
         if metadata_url.startswith("rocksdb://"):
             # a standalone's embedded store: read a snapshot, the standalone process owns the database
@@ -68,103 +65,13 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
                             if stop.is_set():
                                 return
                             got = await lh.read_unconfirmed(lo, min(last, lo + READ_CHUNK - 1))
-                            await trio.to_thread.run_sync(chunks_q.put, [(lid, e.entry_id, e.data) for e in got])
+                            parsed = [parse_entry(e.data) for e in got]
+                            await put([(lid, e.entry_id, p.metadata, p.payload) for e, p in zip(got, parsed)])
                     finally:
                         await lh.close()
         finally:
             await store.close()
 
-    def run() -> None:
-        try:
-            trio.run(fetch)
-            chunks_q.put(None)
-        except BaseException as exc:  # handed to the reading thread
-            chunks_q.put(exc)
-
-    thread = threading.Thread(target=run, name="pulsar-direct-read", daemon=True)
-    thread.start()
-
-    def entries() -> Iterator[tuple[int, int, bytes]]:
-        while True:
-            item = chunks_q.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield from item
-
-    builder = BatchBuilder(topic)
-    try:
-        yield from _rows(builder, entries(), start, end, partition, batch_rows, starting_time, ending_time)
-    finally:
-        stop.set()
-        while thread.is_alive():  # unblock a producer waiting on the full queue
-            try:
-                chunks_q.get(timeout=0.1)
-            except queue.Empty:
-                pass
-
-
-def _rows(builder: BatchBuilder, entries: Iterator[tuple[int, int, bytes]], start: Pos, end: Pos, partition: int,
-          batch_rows: int, starting_time: int | None, ending_time: int | None) -> Iterator[pa.RecordBatch]:
-    chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
-    encoder = MessageIdEncoder(partition)
-    for lid, eid, data in entries:
-        for value, key, batch, batch_size, chunk_ids, publish, event, props in decode_entry(data, lid, eid, chunks):
-            k = (lid, eid, batch if batch > 0 else 0)
-            if k < start or k >= end:
-                continue
-            if ending_time is not None and publish >= ending_time:
-                return
-            if starting_time is not None and publish < starting_time:
-                continue
-            mid_bytes = encoder.encode(lid, eid, batch, batch_size) if not chunk_ids else \
-                message_id(partition, lid, eid, -1, 0, chunk_ids).serialize()
-            builder.add(value, key, mid_bytes, publish, event, props)
-            if len(builder) >= batch_rows:
-                yield builder.flush()
-    if len(builder):
-        yield builder.flush()
-
-
-def decode_entry(data: bytes, ledger: int, entry: int,
-                 chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]]) -> Iterator[tuple[Any, ...]]:
-    """One stored entry -> ``(value, key, batch_index, batch_size, chunk_ids, publish_ms, event_ms,
-    properties)`` per message; chunks are kept in ``chunks`` until their last one arrives."""
-    from clients.protocol import batch as batch_codec
-    from clients.protocol import compression
-    from clients.protocol.frames import parse_entry
-
-    parsed = parse_entry(data)
-    meta = parsed.metadata
-    payload = parsed.payload
-    publish = meta.publish_time
-    if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
-        parts = chunks.setdefault(meta.uuid, ([], [])) if meta.chunk_id == 0 else chunks.get(meta.uuid)
-        if parts is None or len(parts[0]) != meta.chunk_id:
-            chunks.pop(meta.uuid, None)  # its first chunks are before this range
-            return
-        parts[0].append(bytes(payload))
-        parts[1].append((ledger, entry))
-        if meta.chunk_id < meta.num_chunks_from_msg - 1:
-            return
-        del chunks[meta.uuid]
-        whole = b"".join(parts[0])
-        if meta.compression:
-            whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
-        yield (whole, meta.partition_key, -1, 0, tuple(parts[1]), publish, meta.event_time,
-               {kv.key: kv.value for kv in meta.properties})
-        return
-    body = compression.decompress(meta.compression, payload, meta.uncompressed_size) if meta.compression \
-        else bytes(payload)
-    if not meta.HasField("num_messages_in_batch"):
-        yield (body, meta.partition_key, -1, 0, None, publish, meta.event_time,
-               {kv.key: kv.value for kv in meta.properties})
-        return
-    n = meta.num_messages_in_batch
-    for i, (smm, _seq, value) in enumerate(batch_codec.split_batch(body, n)):
-        if smm is None:
-            yield value, "", i, n, None, publish, 0, {}
-        elif not smm.compacted_out:
-            yield (value, smm.partition_key, i, n, None, publish, smm.event_time,
-                   {kv.key: kv.value for kv in smm.properties})
+    decoder = EntryDecoder(topic, partition, start, end, starting_time=starting_time, ending_time=ending_time,
+                           value_schema=value_schema)
+    return decoder.batches(pumped(fetch, "pulsar-direct-read"), batch_rows)

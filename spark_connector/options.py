@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .errors import PulsarOptionError
+from .passthrough import is_passthrough, parse_passthrough
 from .positions import EARLIEST, Pos, position_from_json
 
 READ_MODES = ("broker", "direct")
@@ -24,7 +25,7 @@ KNOWN = {
     "startingoffsets": "read", "endingoffsets": "read", "startingtime": "read", "endingtime": "read",
     "failondataloss": "read", "maxentriespertrigger": "read", "maxbytespertrigger": "read",
     "subscriptionprefix": "read", "predefinedsubscription": "read", "polltimeoutms": "all",
-    "readmode": "read", "entriesperpartition": "read", "recordbatchsize": "read",
+    "readmode": "read", "entriesperpartition": "read", "bytesperpartition": "read", "recordbatchsize": "read",
     "writeid": "write", "test.failafterrows": "write",
 }
 
@@ -35,7 +36,7 @@ CANONICAL = {k.lower(): k for k in (
     "service.url", "admin.url", "metadata.url", "topic", "topics", "topicsPattern", "startingOffsets",
     "endingOffsets", "startingTime", "endingTime", "failOnDataLoss", "maxEntriesPerTrigger",
     "maxBytesPerTrigger", "subscriptionPrefix", "predefinedSubscription", "pollTimeoutMs", "readMode",
-    "entriesPerPartition", "recordBatchSize", "writeId", "test.failAfterRows")}
+    "entriesPerPartition", "bytesPerPartition", "recordBatchSize", "writeId", "test.failAfterRows")}
 
 
 @dataclass
@@ -58,9 +59,14 @@ class PulsarOptions:
     poll_timeout_ms: int
     read_mode: str
     entries_per_partition: int
+    bytes_per_partition: int
     record_batch_size: int
     write_id: str
     fail_after_rows: int | None
+    client_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.client.* as clients.Client kwargs
+    reader_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.reader.* as create_reader kwargs
+    producer_conf: dict[str, Any] = field(default_factory=dict)  # pulsar.producer.* as create_producer kwargs
+    value_schema: Any = None  # a ValueSchema when the topics have a JSON/AVRO schema (set by the source)
     raw: dict[str, str] = field(default_factory=dict)
 
 
@@ -112,7 +118,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
     names = {k: CANONICAL.get(k, k) for k in opts}
     names.update({k.lower(): k for k in CANONICAL.values()})
     for key in opts:
-        if key in SPARK_OWN:
+        if key in SPARK_OWN or is_passthrough(key):
             continue
         where = KNOWN.get(key)
         if where is None:
@@ -171,6 +177,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         raise PulsarOptionError(names["predefinedsubscription"], "contradicts subscriptionPrefix: give one of them")
     if "maxentriespertrigger" in opts and "maxbytespertrigger" in opts:
         raise PulsarOptionError(names["maxbytespertrigger"], "contradicts maxEntriesPerTrigger: give one of them")
+    client_conf, reader_conf, producer_conf = parse_passthrough(opts, purpose, mode)
     if purpose == "read" and not streaming:
         for key in ("maxentriespertrigger", "maxbytespertrigger", "subscriptionprefix", "predefinedsubscription"):
             if key in opts:
@@ -194,10 +201,15 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         predefined_subscription=opts.get("predefinedsubscription"),
         poll_timeout_ms=_int(opts, names.get("polltimeoutms", "pollTimeoutMs"), "polltimeoutms", 120_000, 1) or 120_000,
         read_mode=mode,
+        bytes_per_partition=_int(opts, names.get("bytesperpartition", ""), "bytesperpartition", 64 << 20, 1)
+        or 64 << 20,
         entries_per_partition=_int(opts, names.get("entriesperpartition", ""), "entriesperpartition", 200_000, 1)
         or 200_000,
         record_batch_size=_int(opts, names.get("recordbatchsize", ""), "recordbatchsize", 8192, 1) or 8192,
         write_id=opts.get("writeid") or uuid.uuid4().hex,
         fail_after_rows=_int(opts, "test.failAfterRows", "test.failafterrows", None),
+        client_conf=client_conf,
+        reader_conf=reader_conf,
+        producer_conf=producer_conf,
         raw=dict(opts),
     )

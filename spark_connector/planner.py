@@ -26,6 +26,20 @@ class PartitionInfo:
     topic: str
     ledgers: tuple[tuple[int, int, int], ...]
     end: Pos | None
+    mark_deletes: tuple[tuple[str, Pos], ...] = ()  # (subscription, mark-delete position)
+
+    def mark_delete(self, subscription: str) -> Pos | None:
+        return next((p for name, p in self.mark_deletes if name == subscription), None)
+
+    def normalize(self, pos: Pos) -> Pos:
+        """``(L, n)`` just past the last entry of a closed ledger ``L`` is the same place as the
+        next ledger's ``(L', 0)``: offsets say the latter, which stays valid once ``L`` is deleted."""
+        if pos.batch_index >= 0:
+            return pos
+        for (lid, entries, _), nxt in zip(self.ledgers, self.ledgers[1:]):
+            if lid == pos.ledger_id and pos.entry_id >= entries:
+                return Pos(nxt[0], 0)
+        return pos
 
     @property
     def first(self) -> Pos | None:
@@ -70,6 +84,8 @@ def partition_info(admin: AdminClient, tp: str) -> PartitionInfo:
             return PartitionInfo(tp, (), None)  # a partition nobody has used yet holds nothing
         raise
     ledgers = tuple((int(li["ledgerId"]), int(li["entries"]), int(li.get("size", 0))) for li in stats["ledgers"])
+    marks = tuple((name, Pos.parse(c["markDeletePosition"])) for name, c in (stats.get("cursors") or {}).items()
+                  if c.get("markDeletePosition"))
     lac = Pos.parse(stats["lastConfirmedEntry"])
     if lac.entry_id >= 0:
         end: Pos | None = after(lac)
@@ -77,7 +93,7 @@ def partition_info(admin: AdminClient, tp: str) -> PartitionInfo:
         # the current ledger is empty: the end is after the last entry of an earlier ledger
         earlier = [(lid, n) for lid, n, _ in ledgers if n > 0 and lid <= lac.ledger_id]
         end = after(Pos(earlier[-1][0], earlier[-1][1] - 1)) if earlier else None
-    return PartitionInfo(tp, ledgers, end)
+    return PartitionInfo(tp, ledgers, end, marks)
 
 
 def entries_between(info: PartitionInfo, start: Pos, end: Pos) -> int:
@@ -108,11 +124,16 @@ def advance(info: PartitionInfo, start: Pos, max_entries: int, end: Pos) -> Pos:
     return end
 
 
-def check_data_loss(info: PartitionInfo, start: Pos, fail: bool) -> Pos:
-    """A start before the first stored entry (retention deleted it) is data loss."""
+def check_data_loss(info: PartitionInfo, start: Pos, fail: bool, subscription: str | None = None) -> Pos:
+    """A start before the first stored entry (retention deleted it) is data loss, unless the
+    query's own subscription had acknowledged exactly up to ``start``: the ledger was deleted
+    because that cursor consumed all of it, so it ended at ``start`` (an end-of-ledger offset)."""
     first = info.first
     if start == EARLIEST or first is None or start >= first:
         return start
+    if subscription is not None and start.batch_index < 0 and \
+            info.mark_delete(subscription) == Pos(start.ledger_id, start.entry_id - 1):
+        return first
     if not any(lid == start.ledger_id for lid, _, _ in info.ledgers):
         msg = (f"{info.topic}: position {start} was already deleted (first stored entry is {first}); "
                "set failOnDataLoss=false to continue from there")
@@ -123,23 +144,27 @@ def check_data_loss(info: PartitionInfo, start: Pos, fail: bool) -> Pos:
     return start
 
 
-def split_ranges(info: PartitionInfo, start: Pos, end: Pos, per_partition: int) -> list[tuple[Pos, Pos]]:
-    """``[start, end)`` cut at ledger boundaries into pieces of about ``per_partition`` entries."""
+def split_ranges(info: PartitionInfo, start: Pos, end: Pos, per_partition: int,
+                 bytes_per_partition: int | None = None) -> list[tuple[Pos, Pos]]:
+    """``[start, end)`` cut at ledger boundaries into pieces of about ``per_partition`` entries or
+    ``bytes_per_partition`` bytes (a batched entry holds many messages: bytes measure the work)."""
     if info.end is None or start >= end:
         return []
     end = min(end, info.end) if end.batch_index < 0 else end
     pieces: list[tuple[Pos, Pos]] = []
-    cur_start, count = start, 0
-    for lid, entries, _ in info.ledgers:
+    cur_start, count, size = start, 0, 0
+    for lid, entries, ledger_bytes in info.ledgers:
         if entries <= 0:
             continue
         n = entries_between(info, max(cur_start, Pos(lid, 0)), min(end, Pos(lid, entries)))
         count += n
-        if count >= per_partition and Pos(lid, entries) < end:
+        size += ledger_bytes * n // entries
+        full = count >= per_partition or (bytes_per_partition is not None and size >= bytes_per_partition)
+        if full and Pos(lid, entries) < end:
             boundary = Pos(lid, entries)
             if boundary > cur_start:
                 pieces.append((cur_start, boundary))
-                cur_start, count = boundary, 0
+                cur_start, count, size = boundary, 0, 0
     if cur_start < end:
         pieces.append((cur_start, end))
     return pieces

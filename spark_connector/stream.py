@@ -2,7 +2,9 @@
 
 An offset position is the next entry to read (ranges ``[start, end)`` at entry granularity).
 ``commit(end)`` moves one durable subscription per topic-partition to ``end`` (reset cursor), so
-retention keeps exactly what the query may still replay and the backlog drains. The
+retention keeps exactly what the query may still replay and the backlog drains. ``latestOffset(start)``
+commits ``start`` too: Spark calls it once every batch before ``start`` is in the sink, so a
+caught-up query has a backlog of 0 (Spark's own commit of a batch waits for the next batch). The
 subscription name is part of the checkpointed offsets: a restarted query keeps moving the same
 one. The subscription is created when the query starts (at its start positions) so nothing the
 query needs can be trimmed before its first commit; it stays after ``stop()`` (a restart needs
@@ -43,6 +45,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         self._infos: dict[str, PartitionInfo] = {}
         self._target: dict[str, Pos] | None = None  # Trigger.AvailableNow: never read past this
         self._subscribed: set[tuple[str, str]] = set()  # (subscription, topic-partition)
+        self._committed: dict[tuple[str, str], Pos] = {}  # where commit() last moved each cursor
 
     # -- driver ---------------------------------------------------------------------------
 
@@ -82,6 +85,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         if start is None:  # Spark 4.0/4.1 call latestOffset() without arguments
             start = getattr(self, "_last", None) or self.initialOffset()
             limit = self.getDefaultReadLimit()
+        else:
+            # Spark asks for the next batch's end only once every batch before ``start`` is
+            # written to the sink and its commit log: release everything before ``start`` now.
+            # (Spark's own commit(end) of a batch comes when it plans the batch after it, which
+            # would leave the subscription one micro-batch behind for as long as no data comes.)
+            self.commit(start)
         sub = start.get("subscription", self.subscription)
         begin = {tp: Pos.parse(p) for tp, p in start.get("offsets", {}).items()}
         infos = self._refresh()
@@ -98,7 +107,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
                 ends[tp] = b
         budget = self._entry_budget(limit, backlog)
         for tp, (b, e) in backlog.items():
-            ends[tp] = e if budget is None else advance(infos[tp], b, budget[tp], e)
+            ends[tp] = infos[tp].normalize(e if budget is None else advance(infos[tp], b, budget[tp], e))
         end = {"subscription": sub, "offsets": {tp: str(p) for tp, p in sorted(ends.items())}}
         self._last = end
         return end
@@ -129,20 +138,23 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             if b >= e:
                 continue
             info = infos.get(tp) or partition_info(self._admin(), tp)
-            b = check_data_loss(info, b, self.opts.fail_on_data_loss)
-            for lo, hi in split_ranges(info, b, e, self.opts.entries_per_partition):
+            b = check_data_loss(info, b, self.opts.fail_on_data_loss, start.get("subscription", self.subscription))
+            for lo, hi in split_ranges(info, b, e, self.opts.entries_per_partition, self.opts.bytes_per_partition):
                 parts.append(RangePartition(tp, str(lo), str(hi), info.ledgers))
         return parts
 
     def commit(self, end: dict) -> None:
+        """Move the subscription of every topic-partition to exactly ``end`` (the next entry the
+        query reads), so its backlog is what the query has not processed yet."""
         sub = end.get("subscription", self.subscription)
         admin = self._admin()
         for tp, text in end.get("offsets", {}).items():
             pos = Pos.parse(text)
-            if pos == EARLIEST:
+            if pos == EARLIEST or self._committed.get((sub, tp)) == pos:
                 continue
             self._subscribe(sub, tp, EARLIEST)
             admin.reset_cursor(tp, sub, pos.ledger_id, pos.entry_id)
+            self._committed[(sub, tp)] = pos
 
     def stop(self) -> None:
         pass  # the subscription outlives the query run on purpose (see the module docstring)

@@ -60,7 +60,7 @@ class _TaskProducers:
         self.opts = opts
         self.name = name
         self.epoch = epoch
-        self.client = clients.Client(opts.service_url or "", operation_timeout_seconds=30)
+        self.client = clients.Client(opts.service_url or "", **{"operation_timeout_seconds": 30, **opts.client_conf})
         self.partitions: dict[str, list[str]] = {}
         self.producers: dict[str, Any] = {}
         self.counters: dict[str, int] = {}
@@ -88,17 +88,17 @@ class _TaskProducers:
             deadline = time.monotonic() + PRODUCER_BUSY_RETRY_S
             while True:
                 try:
-                    p = self.client.create_producer(tp, producer_name=self.name, batching_enabled=True,
-                                                    block_if_queue_full=True, max_pending_messages=5000,
-                                                    batching_max_publish_delay_ms=5)
+                    p = self.client.create_producer(tp, producer_name=self.name, **{
+                        "batching_enabled": True, "block_if_queue_full": True, "max_pending_messages": 5000,
+                        "batching_max_publish_delay_ms": 5, **self.opts.producer_conf})
                     break
                 except self.clients.ProducerBusy:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
             self.producers[tp] = p
-            # What an earlier attempt already stored under this name: skip it here rather than
-            # rely on the broker alone, which drops a whole batch whose first id it has seen.
+            # What an earlier attempt already stored under this name: skip it here, so no batch
+            # re-sends stored rows (the broker stores a partly-stored batch whole).
             self.stored_upto[tp] = p.last_sequence_id()
         return p
 

@@ -175,3 +175,14 @@ def test_shared_router_prefers_higher_priority() -> None:
     out, left = r.assign([d(i) for i in range(6)], set())
     assert len(out[high1]) == 2 and len(out[high2]) == 2 and len(out[low]) == 2 and not left
     assert [x.position.entry_id for x in out[high1]] != [x.position.entry_id for x in out[high2]]
+
+
+def test_dedup_partly_stored_batch_is_new() -> None:
+    dd = Deduplication(ml=None)
+    assert dd.check("p", 0, 9) is DupStatus.NEW
+    dd.persisted_ok("p", 0, 9)
+    assert dd.check("p", 3, 9) is DupStatus.DUP  # every id stored
+    assert dd.check("p", 5, 14) is DupStatus.NEW  # 10..14 are new: dropping the batch loses them
+    assert dd.check("p", 12, 20) is DupStatus.UNKNOWN  # overlaps 10..14, not yet persisted
+    dd.persisted_ok("p", 5, 14)
+    assert dd.check("p", 14, 0) is DupStatus.DUP and dd.check("p", 15, 0) is DupStatus.NEW

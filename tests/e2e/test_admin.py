@@ -319,3 +319,25 @@ def test_metrics_series_move(standalone: Standalone, client: pulsar.Client) -> N
     assert after["pulsar_msg_backlog"] == 0 and after["pulsar_subscription_back_log"] == 0
     assert after["pulsar_producers_count"] == 0 and after["pulsar_consumers_count"] == 0
     assert after["pulsar_out_messages_total"] == mid["pulsar_out_messages_total"]  # counters never go back
+
+
+def test_schema_of_a_topic(standalone: Standalone, client: pulsar.Client) -> None:
+    import json
+
+    from pulsar.schema import Integer, JsonSchema, Record, String
+
+    class Point(Record):
+        name = String()
+        x = Integer(required=True)
+
+    a = httpx.Client(base_url=standalone.admin)
+    t = f"schema-{uuid.uuid4().hex[:8]}"
+    assert a.get(f"/admin/v2/schemas/public/default/{t}/schema").status_code == 404
+    p = client.create_producer(f"persistent://public/default/{t}", schema=JsonSchema(Point))
+    p.send(Point(name="a", x=1))
+    p.close()
+    got = a.get(f"/admin/v2/schemas/public/default/{t}/schema")
+    assert got.status_code == 200, got.text
+    body = got.json()
+    assert body["type"] == "JSON" and body["version"] == 0
+    assert [f["name"] for f in json.loads(body["data"])["fields"]] == ["name", "x"]

@@ -179,3 +179,38 @@ def test_broker_deduplication(node: Standalone | Cluster, node_client: pulsar.Cl
         assert p2.last_sequence_id() == 3
     finally:
         httpx.delete(f"{node.admin}/admin/v2/namespaces/public/default/deduplication")
+
+
+def test_dedup_stores_a_partly_new_batch(node: Standalone | Cluster, node_client: pulsar.Client) -> None:
+    """A re-sent batch whose first sequence id is stored but whose highest one is not is stored:
+    it used to be dropped whole as a duplicate, losing its new (acknowledged) messages. Our
+    ``clients`` producer sets highest_sequence_id on a batch (the official C++ client does not)."""
+    import clients
+
+    t = topic()
+    r = httpx.post(f"{node.admin}/admin/v2/namespaces/public/default/deduplication", json=True)
+    assert r.status_code == 204, r.text
+    c = clients.Client(node.url, operation_timeout_seconds=15)
+    try:
+        reader = node_client.create_reader(t, pulsar.MessageId.earliest)
+        for seqs in (range(0, 10), range(5, 15), range(0, 15)):  # the last batch: all stored already
+            p = c.create_producer(t, producer_name="dedup-batch", batching_enabled=True,
+                                  batching_max_messages=100, batching_max_publish_delay_ms=60_000)
+            acked: list[int] = []
+            for seq in seqs:
+                p.send_async(f"m{seq}".encode(), lambda res, _mid, s=seq: acked.append(s)
+                             if res == clients.Result.Ok else None, sequence_id=seq)
+            p.flush()
+            assert sorted(acked) == list(seqs)
+            p.close()
+        got = []
+        while True:
+            try:
+                got.append(reader.read_next(timeout_millis=1000).data())
+            except pulsar.Timeout:
+                break
+        # 0..9, then the partly-new batch whole (5..9 again: stored before, re-sent in one batch with 10..14)
+        assert got == [f"m{i}".encode() for i in list(range(10)) + list(range(5, 15))]
+    finally:
+        c.close()
+        httpx.delete(f"{node.admin}/admin/v2/namespaces/public/default/deduplication")

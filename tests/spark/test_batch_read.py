@@ -161,6 +161,10 @@ def test_large_backlog_splits_by_ledger(spark: Any, pulsar_node: Any) -> None:
     df = read(spark, pulsar_node, topic=topic, entriesPerPartition="20")
     assert df.rdd.getNumPartitions() >= 3
     assert sorted(int(r.value) for r in df.collect()) == list(range(60))
+    # by size: a batched entry holds many messages, so ranges also split by bytes
+    by_bytes = read(spark, pulsar_node, topic=topic, bytesPerPartition="100")
+    assert by_bytes.rdd.getNumPartitions() >= 3
+    assert sorted(int(r.value) for r in by_bytes.collect()) == list(range(60))
 
 
 @pytest.mark.parametrize("options,named", [
@@ -176,6 +180,8 @@ def test_large_backlog_splits_by_ledger(spark: Any, pulsar_node: Any) -> None:
     ({"topic": "a", "startingTime": "5", "startingOffsets": "earliest"}, "startingTime"),
     ({"topic": "a", "maxEntriesPerTrigger": "5"}, "maxEntriesPerTrigger"),
     ({"topicsPattern": "("}, "topicsPattern"),
+    ({"topic": "a", "pulsar.client.authPluginClassName": "x"}, "pulsar.client.authpluginclassname"),
+    ({"topic": "a", "pulsar.producer.batchingEnabled": "true"}, "pulsar.producer.batchingEnabled"),
 ])
 def test_option_errors_name_the_option(spark: Any, pulsar_node: Any, options: dict[str, str], named: str) -> None:
     with pytest.raises(Exception) as info:

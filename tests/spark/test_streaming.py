@@ -74,9 +74,8 @@ def test_stream_to_parquet_stop_restart_exactly_once_and_backlog_drains(
     values = [bytes(r.value) for r in spark.read.parquet(out).collect()]
     assert len(values) == len(set(values)) == 400
     assert set(values) == set(first + second)
-    # Spark commits a batch's end to the source when it plans the next batch: the subscription
-    # lags by at most the last micro-batch (40 entries), everything before it was released
-    assert 0 <= list(backlogs(pulsar_node, topic, 2).values())[0] <= 40
+    # the caught-up query released everything: its subscription's backlog is 0 (not one batch behind)
+    assert backlogs(pulsar_node, topic, 2) == {list(subs)[0]: 0}
 
 
 def test_streaming_write_exactly_once_across_retry_and_restart(spark: Any, pulsar_node: Any, tmp_path: Path) -> None:
@@ -129,5 +128,12 @@ def test_stream_picks_up_new_partitions_and_topics(spark: Any, pulsar_node: Any)
             got = {bytes(r.value) for r in spark.sql("select value from grow").collect()}
         assert got == want
         assert spark.sql("select value from grow").count() == len(want)
+        # the running query is caught up: its subscriptions hold no backlog on any partition or topic
+        q.processAllAvailable()
+        stats = [admin_call(pulsar_node, "GET", f"/admin/v2/persistent/public/default/{t}/stats")
+                 for t in ("spark-grow-partition-0", "spark-grow-partition-1", "spark-grow-partition-2",
+                           "spark-grow-extra")]
+        query_subs = [sub for st in stats for sub in st["subscriptions"].values()]  # type: ignore[index]
+        assert len(query_subs) == 4 and [sub["msgBacklog"] for sub in query_subs] == [0, 0, 0, 0]
     finally:
         q.stop()

@@ -10,7 +10,7 @@ from spark_connector.errors import PulsarDataLossError, PulsarOptionError
 from spark_connector.options import parse_options
 from spark_connector.planner import PartitionInfo, advance, check_data_loss, entries_between, split_ranges
 from spark_connector.positions import EARLIEST, LATEST, Pos, after, position_from_json
-from spark_connector.rows import MessageIdEncoder, message_id
+from spark_connector.rows import message_id
 
 BASE = {"service.url": "pulsar://h:6650", "admin.url": "http://h:8080"}
 INFO = PartitionInfo("t", ((3, 10, 1000), (5, 0, 0), (7, 20, 2000), (9, 5, 500)), Pos(9, 5))
@@ -33,6 +33,9 @@ def test_entries_between_advance_and_split() -> None:
     pieces = split_ranges(INFO, EARLIEST, Pos(9, 5), 10)
     assert pieces == [(EARLIEST, Pos(3, 10)), (Pos(3, 10), Pos(7, 20)), (Pos(7, 20), Pos(9, 5))]
     assert split_ranges(INFO, Pos(9, 5), Pos(9, 5), 10) == []
+    # 100 bytes an entry: 1000 bytes cut after every ledger of 10 entries or more
+    assert split_ranges(INFO, EARLIEST, Pos(9, 5), 1000, 1000) == pieces
+    assert split_ranges(INFO, EARLIEST, Pos(9, 5), 1000, 2500) == [(EARLIEST, Pos(7, 20)), (Pos(7, 20), Pos(9, 5))]
     assert sum(entries_between(INFO, lo, hi) for lo, hi in pieces) == 35
 
 
@@ -43,14 +46,47 @@ def test_data_loss_detection() -> None:
     assert check_data_loss(INFO, Pos(1, 0), False) == Pos(3, 0)
 
 
-def test_message_id_encoder_matches_serialize() -> None:
+def test_entry_decoder_ids_match_serialize() -> None:
+    from spark_connector.entries import EntryDecoder, _suffixes
+
     rnd = random.Random(7)
-    for _ in range(5000):
+    for _ in range(3000):
         part, ledger, entry = rnd.choice([-1, 0, 3, 300]), rnd.choice([0, 5, 2**40]), rnd.choice([0, 127, 128, 99999])
-        batch = rnd.choice([-1, 0, 1, 500])
-        size = 0 if batch == -1 else rnd.choice([0, 1000])
-        assert MessageIdEncoder(part).encode(ledger, entry, batch, size) == \
-            message_id(part, ledger, entry, batch, size).serialize()
+        prefix = EntryDecoder("t", part, EARLIEST, LATEST)._prefix(ledger, entry)
+        assert prefix == message_id(part, ledger, entry, -1, 0).serialize()
+        n = rnd.choice([1, 2, 200, 1000])
+        i = rnd.randrange(n)
+        assert prefix + _suffixes(n)[i] == message_id(part, ledger, entry, i, n).serialize()
+
+
+def test_entry_decoder_reads_batch_records_as_protobuf_does() -> None:
+    import struct
+
+    from clients.protocol.pulsar_api_pb2 import MessageMetadata, SingleMessageMetadata
+
+    from spark_connector.entries import EntryDecoder
+
+    records = [SingleMessageMetadata(payload_size=3, sequence_id=9),
+               SingleMessageMetadata(payload_size=3, partition_key="k\u00e9y", event_time=1_700_000_000_123,
+                                     properties=[{"key": "a", "value": "1"}, {"key": "b", "value": ""}]),
+               SingleMessageMetadata(payload_size=3, ordering_key=b"o", partition_key="x"),  # the protobuf path
+               SingleMessageMetadata(payload_size=3, compacted_out=True),
+               SingleMessageMetadata(payload_size=3, sequence_id=300)]
+    body = b"".join(struct.pack(">I", m.ByteSize()) + m.SerializeToString() + b"v%02d" % i
+                    for i, m in enumerate(records))
+    meta = MessageMetadata(producer_name="p", sequence_id=0, publish_time=1_700_000_000_000,
+                           num_messages_in_batch=len(records))
+    d = EntryDecoder("persistent://public/default/t-partition-1", 1, Pos(4, 2, 1), Pos(4, 3))
+    d.add_entry(4, 1, meta, body)  # before start
+    d.add_entry(4, 2, meta, body)
+    rows = d.flush().to_pylist()
+    assert [r["value"] for r in rows] == [b"v01", b"v02", b"v04"]  # from batch index 1; 3 compacted out
+    assert [r["__key"] for r in rows] == ["k\u00e9y", "x", None]
+    assert rows[0]["__messageProperties"] == [("a", "1"), ("b", "")] and rows[1]["__messageProperties"] == []
+    assert int(rows[0]["__eventTime"].timestamp() * 1000) == 1_700_000_000_123 and rows[1]["__eventTime"] is None
+    assert rows[2]["__messageId"] == message_id(1, 4, 2, 4, 5).serialize()
+    d.add_entry(4, 3, meta, body)
+    assert d.done and len(d) == 0
 
 
 @pytest.mark.parametrize("extra,named", [
@@ -87,3 +123,43 @@ def test_read_limits_become_entry_budgets() -> None:
     assert reader._entry_budget(ReadMaxBytes(1000), backlog) == {"t": 5, "u": 5}
     assert reader._entry_budget(ReadMaxRows(9), backlog) == {"t": 4, "u": 4}
     assert reader._entry_budget(ReadAllAvailable(), backlog) is None
+
+
+def test_passthrough_options_become_client_kwargs() -> None:
+    from clients.options import CompressionType
+
+    read = parse_options({**BASE, "topic": "a", "pulsar.client.operationtimeoutms": "2500",
+                          "pulsar.reader.receiverqueuesize": "77"}, purpose="read")
+    assert read.client_conf == {"operation_timeout_seconds": 3} and read.reader_conf == {"receiver_queue_size": 77}
+    write = parse_options({"service.url": "pulsar://h:1", "topic": "t", "pulsar.producer.batchingmaxmessages": "10",
+                           "pulsar.producer.compressiontype": "zstd",
+                           "pulsar.producer.batchingmaxpublishdelaymicros": "3000"}, purpose="write")
+    assert write.producer_conf == {"batching_max_messages": 10, "compression_type": CompressionType.ZSTD,
+                                   "batching_max_publish_delay_ms": 3}
+
+
+@pytest.mark.parametrize("extra,purpose,named,why", [
+    ({"pulsar.client.authPluginClassName": "x"}, "read", "pulsar.client.authpluginclassname", "not supported"),
+    ({"pulsar.reader.receiverQueueSize": "-1"}, "read", "pulsar.reader.receiverQueueSize", "bad value"),
+    ({"pulsar.reader.receiverQueueSize": "5", "readMode": "direct", "metadata.url": "zk://h:1"}, "read",
+     "pulsar.reader.receiverQueueSize", "readMode=broker"),
+    ({"pulsar.producer.batchingEnabled": "true"}, "read", "pulsar.producer.batchingEnabled", "only to writes"),
+    ({"pulsar.producer.producerName": "me"}, "write", "pulsar.producer.producername", "cannot be set"),
+    ({"pulsar.producer.compressionType": "gzip"}, "write", "pulsar.producer.compressionType", "bad value"),
+    ({"pulsar.reader.readerName": "r"}, "write", "pulsar.reader.readerName", "readMode=broker"),
+])
+def test_passthrough_option_errors(extra: dict[str, str], purpose: str, named: str, why: str) -> None:
+    with pytest.raises(PulsarOptionError, match=f"'{named}'.*{why}"):
+        parse_options({**BASE, "topic": "a", **{k.lower(): v for k, v in extra.items()}}, purpose=purpose)
+
+
+def test_end_of_ledger_offsets_and_consumed_ledgers() -> None:
+    assert INFO.normalize(Pos(3, 10)) == Pos(5, 0) and INFO.normalize(Pos(7, 20)) == Pos(9, 0)
+    assert INFO.normalize(Pos(9, 5)) == Pos(9, 5) and INFO.normalize(Pos(3, 4)) == Pos(3, 4)
+    # ledger 1 is gone: data loss, unless our subscription had acknowledged exactly up to the start
+    consumed = PartitionInfo("t", INFO.ledgers, INFO.end, (("q", Pos(1, 9)), ("other", Pos(9, 4))))
+    with pytest.raises(PulsarDataLossError):
+        check_data_loss(consumed, Pos(1, 10), True, "other")
+    assert check_data_loss(consumed, Pos(1, 10), True, "q") == Pos(3, 0)
+    with pytest.raises(PulsarDataLossError):
+        check_data_loss(consumed, Pos(1, 4), True, "q")

@@ -8,9 +8,9 @@ from typing import Any
 from tests.spark.conftest import admin_call, create_partitioned
 
 
-def read_all(spark: Any, node: Any, topic: str) -> list[Any]:
+def read_all(spark: Any, node: Any, topic: str, **options: str) -> list[Any]:
     return (spark.read.format("pulsar").option("service.url", node.url).option("admin.url", node.admin)
-            .option("topic", topic).load().collect())
+            .option("topic", topic).options(**options).load().collect())
 
 
 def enable_dedup(node: Any) -> None:
@@ -60,10 +60,15 @@ def test_write_target_from_topic_column(spark: Any, pulsar_node: Any) -> None:
     df = spark.range(10, numPartitions=1).select(
         F.col("id").cast("string").alias("value"),
         F.when(F.col("id") % 2 == 0, "spark-write-even").otherwise("spark-write-odd").alias("__topic"))
-    df.write.format("pulsar").option("service.url", pulsar_node.url).mode("append").save()
-    even = sorted(int(bytes(r.value)) for r in read_all(spark, pulsar_node, "spark-write-even"))
+    # pass-through options reach the producers and readers: unbatched, each row is its own entry
+    df.write.format("pulsar").option("service.url", pulsar_node.url).option("pulsar.producer.batchingEnabled", "false") \
+        .option("pulsar.client.operationTimeoutMs", "20000").mode("append").save()
+    even = sorted(int(bytes(r.value)) for r in read_all(spark, pulsar_node, "spark-write-even",
+                                                        **{"pulsar.reader.receiverQueueSize": "2"}))
     odd = sorted(int(bytes(r.value)) for r in read_all(spark, pulsar_node, "spark-write-odd"))
     assert even == [0, 2, 4, 6, 8] and odd == [1, 3, 5, 7, 9]
+    stats: Any = admin_call(pulsar_node, "GET", "/admin/v2/persistent/public/default/spark-write-even/internalStats")
+    assert stats["numberOfEntries"] == 5
 
 
 def test_write_needs_a_topic_and_a_value(spark: Any, pulsar_node: Any) -> None:

@@ -1,0 +1,286 @@
+"""Stored entries -> Arrow record batches, column-wise (both read modes' hot path).
+
+An entry is what a producer sent: ``MessageMetadata`` + payload, the payload a batch of
+``[u32 size][SingleMessageMetadata][body]`` records when ``num_messages_in_batch`` is set.
+Rows are appended to per-column lists a whole entry at a time: the entry's publish time, its
+message-id prefix and the id suffixes of a batch size are computed once per entry (or once per
+batch size), and each record's ``SingleMessageMetadata`` is read by a small inline scanner (the
+fields a row needs: key, size, event time, properties), with protobuf only for rare fields.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from .positions import Pos
+from .rows import ARROW_SCHEMA, _varint
+from .value_schema import ValueSchema
+
+_U32 = struct.Struct(">I").unpack_from
+_SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
+
+
+def _suffixes(n: int) -> list[bytes]:
+    s = _SUFFIXES.get(n)
+    if s is None:
+        tail = b"0" + _varint(n)
+        s = _SUFFIXES[n] = [b" " + _varint(i) + tail for i in range(n)]
+    return s
+
+
+def _uvarint(buf: bytes, p: int) -> tuple[int, int]:
+    b = buf[p]
+    if b < 0x80:
+        return b, p + 1
+    value, shift = b & 0x7F, 7
+    p += 1
+    while True:
+        b = buf[p]
+        p += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, p
+        shift += 7
+
+
+def _kv(buf: bytes, p: int, end: int) -> tuple[str, str]:
+    """One ``KeyValue`` submessage (fields 1 and 2, strings)."""
+    k = v = ""
+    while p < end:
+        tag = buf[p]
+        n, p = _uvarint(buf, p + 1)
+        if tag == 0x0A:
+            k = buf[p:p + n].decode()
+        elif tag == 0x12:
+            v = buf[p:p + n].decode()
+        else:
+            raise ValueError(f"unexpected KeyValue field tag {tag:#x}")
+        p += n
+    return k, v
+
+
+def _single_metadata(buf: bytes, p: int, end: int) -> tuple[int, str | None, int, list[tuple[str, str]], bool]:
+    """``(payload_size, key, event_time, properties, compacted_out)`` of one SingleMessageMetadata."""
+    size, key, event, props, compacted = -1, None, 0, [], False
+    start = p
+    while p < end:
+        tag = buf[p]
+        p += 1
+        if tag == 0x18:
+            size, p = _uvarint(buf, p)
+        elif tag == 0x40 or tag == 0x30:  # sequence_id, partition_key_b64_encoded
+            _, p = _uvarint(buf, p)
+        elif tag == 0x12:
+            n, p = _uvarint(buf, p)
+            key = buf[p:p + n].decode()
+            p += n
+        elif tag == 0x28:
+            event, p = _uvarint(buf, p)
+        elif tag == 0x0A:
+            n, p = _uvarint(buf, p)
+            props.append(_kv(buf, p, p + n))
+            p += n
+        else:  # ordering key, null value, compacted_out...: the full parser
+            return _single_metadata_pb(buf[start:end])
+    return size, key, event, props, compacted
+
+
+def _single_metadata_pb(raw: bytes) -> tuple[int, str | None, int, list[tuple[str, str]], bool]:
+    from clients.protocol import pulsar_api_pb2 as pb
+
+    m = pb.SingleMessageMetadata.FromString(raw)
+    return (m.payload_size, m.partition_key or None, m.event_time,
+            [(kv.key, kv.value) for kv in m.properties], m.compacted_out)
+
+
+class EntryDecoder:
+    """Rows of the entries of ``[start, end)`` of one topic-partition, filtered by publish time."""
+
+    def __init__(self, topic: str, partition: int, start: Pos, end: Pos, *, starting_time: int | None = None,
+                 ending_time: int | None = None, value_schema: ValueSchema | None = None) -> None:
+        self.topic = topic
+        self.value_schema = value_schema
+        self.arrow_schema = ARROW_SCHEMA if value_schema is None else \
+            pa.schema(value_schema.arrow_fields() + list(ARROW_SCHEMA)[1:])
+        self.partition = partition
+        self.start, self.end = start, end
+        self.starting_time, self.ending_time = starting_time, ending_time
+        self.done = False  # reached the range's end (or endingTime)
+        self.chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
+        self._part = b"\x18" + _varint(partition) if partition != -1 else b""
+        self._reset()
+
+    def _reset(self) -> None:
+        self.values: list[bytes] = []
+        self.keys: list[str | None] = []
+        self.ids: list[bytes] = []
+        self.publish: list[int] = []
+        self.event: list[int | None] = []
+        self.prop_offsets: list[int] = [0]
+        self.prop_keys: list[str] = []
+        self.prop_values: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def _prefix(self, ledger: int, entry: int) -> bytes:
+        return b"\x08" + _varint(ledger) + b"\x10" + _varint(entry) + self._part
+
+    def add_entry(self, ledger: int, entry: int, meta: Any, payload: Any) -> None:
+        """One entry (``meta``: its parsed MessageMetadata, ``payload``: bytes after it)."""
+        if self.done:
+            return
+        end = self.end
+        if (ledger, entry) >= (end.ledger_id, end.entry_id) and (
+                end.batch_index < 0 or (ledger, entry) > (end.ledger_id, end.entry_id) or end.batch_index == 0):
+            self.done = True
+            return
+        start = self.start
+        if (ledger, entry) < (start.ledger_id, start.entry_id):
+            return
+        publish = meta.publish_time
+        if self.ending_time is not None and publish >= self.ending_time:
+            self.done = True
+            return
+        if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
+            self._add_chunk(ledger, entry, meta, payload)
+            return
+        if self.starting_time is not None and publish < self.starting_time:
+            return
+        if meta.compression:
+            from clients.protocol import compression
+
+            body = compression.decompress(meta.compression, payload, meta.uncompressed_size)
+        else:
+            body = bytes(payload)
+        publish_us = publish * 1000
+        if not meta.HasField("num_messages_in_batch"):
+            self._add_one(body, meta, self._prefix(ledger, entry), publish_us)
+            return
+        first = start.batch_index if (ledger, entry) == (start.ledger_id, start.entry_id) else 0
+        last = end.batch_index if (ledger, entry) == (end.ledger_id, end.entry_id) else 1 << 31
+        self._add_batch(body, meta.num_messages_in_batch, self._prefix(ledger, entry), publish_us, max(first, 0), last)
+
+    def _add_one(self, body: bytes, meta: Any, mid: bytes, publish_us: int) -> None:
+        self.values.append(body)
+        self.keys.append(meta.partition_key or None)
+        self.ids.append(mid)
+        self.publish.append(publish_us)
+        self.event.append(meta.event_time * 1000 if meta.event_time else None)
+        for kv in meta.properties:
+            self.prop_keys.append(kv.key)
+            self.prop_values.append(kv.value)
+        self.prop_offsets.append(len(self.prop_keys))
+
+    def _add_batch(self, buf: bytes, n: int, prefix: bytes, publish_us: int, first: int, last: int) -> None:
+        values, keys, events = self.values, self.keys, self.event
+        pk, pv, po = self.prop_keys, self.prop_values, self.prop_offsets
+        suffixes = _suffixes(n)
+        ids = self.ids
+        total = len(buf)
+        pos = 0
+        taken = 0
+        for i in range(min(n, last)):
+            (msize,) = _U32(buf, pos)
+            pos += 4
+            mend = pos + msize
+            if mend > total:
+                raise ValueError(f"batch record {i} of {n}: metadata runs past the batch")
+            # Inline scan of the usual fields (key 0x12, size 0x18, event time 0x28, sequence id
+            # 0x40; one-byte lengths): a function call per record costs as much as the scan.
+            size, key, event, props, compacted = -1, None, 0, None, False
+            p = pos
+            while p < mend:
+                tag = buf[p]
+                if tag == 0x18 and buf[p + 1] < 0x80:
+                    size = buf[p + 1]
+                    p += 2
+                elif tag == 0x40:
+                    p += 1
+                    while buf[p] >= 0x80:
+                        p += 1
+                    p += 1
+                elif tag == 0x12 and buf[p + 1] < 0x80:
+                    key_end = p + 2 + buf[p + 1]
+                    key = buf[p + 2:key_end].decode()
+                    p = key_end
+                else:
+                    size, key, event, props, compacted = _single_metadata(buf, pos, mend)
+                    break
+            pos = mend + size
+            if size < 0 or pos > total:
+                raise ValueError(f"batch record {i} of {n}: bad payload size {size}")
+            if i < first or compacted:
+                continue
+            values.append(buf[mend:pos])
+            keys.append(key)
+            events.append(event * 1000 if event else None)
+            ids.append(prefix + suffixes[i])
+            if props:
+                for k, v in props:
+                    pk.append(k)
+                    pv.append(v)
+            po.append(len(pk))
+            taken += 1
+        self.publish.extend([publish_us] * taken)
+
+    def _add_chunk(self, ledger: int, entry: int, meta: Any, payload: Any) -> None:
+        from .rows import message_id
+
+        parts = self.chunks.setdefault(meta.uuid, ([], [])) if meta.chunk_id == 0 else self.chunks.get(meta.uuid)
+        if parts is None or len(parts[0]) != meta.chunk_id:
+            self.chunks.pop(meta.uuid, None)  # its first chunks are before this range
+            return
+        parts[0].append(bytes(payload))
+        parts[1].append((ledger, entry))
+        if meta.chunk_id < meta.num_chunks_from_msg - 1:
+            return
+        del self.chunks[meta.uuid]
+        publish = meta.publish_time
+        if self.starting_time is not None and publish < self.starting_time:
+            return
+        whole = b"".join(parts[0])
+        if meta.compression:
+            from clients.protocol import compression
+
+            whole = compression.decompress(meta.compression, whole, meta.uncompressed_size)
+        mid = message_id(self.partition, ledger, entry, -1, 0, tuple(parts[1])).serialize()
+        self._add_one(whole, meta, mid, publish * 1000)
+
+    def batches(self, entries: Iterator[Any], batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """Record batches of about ``batch_rows`` rows from ``(ledger, entry, metadata, payload, ...)``
+        items, until the range ends; ``entries`` is closed (its fetcher stopped) either way."""
+        try:
+            for item in entries:
+                self.add_entry(item[0], item[1], item[2], item[3])
+                if len(self) >= batch_rows:
+                    yield self.flush()
+                if self.done:
+                    break
+            if len(self):
+                yield self.flush()
+        finally:
+            close = getattr(entries, "close", None)
+            if close is not None:
+                close()
+
+    def flush(self) -> pa.RecordBatch:
+        n = len(self.values)
+        props = pa.MapArray.from_arrays(pa.array(self.prop_offsets, pa.int32()), pa.array(self.prop_keys, pa.string()),
+                                        pa.array(self.prop_values, pa.string()))
+        values: list[Any] = [pa.array(self.values, pa.binary())] if self.value_schema is None \
+            else self.value_schema.decode(self.values, self.ids)
+        arrays: list[Any] = [
+            *values,
+            pa.array(self.keys, pa.string()),
+            pa.array([self.topic] * n, pa.string()),
+            pa.array(self.ids, pa.binary()),
+            pa.array(self.publish, pa.timestamp("us", tz="UTC")),
+            pa.array(self.event, pa.timestamp("us", tz="UTC")),
+            props,
+        ]
+        self._reset()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
