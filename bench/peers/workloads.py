@@ -35,6 +35,11 @@ def _payload(size: int) -> bytes:
     return (b"0123456789abcdef" * (size // 16 + 1))[:size]
 
 
+def _per(cpu_s: float, n: int) -> float:
+    """Client process CPU time (all its threads) per message, in µs."""
+    return round(cpu_s / n * 1e6, 1) if n else 0.0
+
+
 def _rate(n: int, seconds: float) -> float:
     return round(n / seconds, 1) if seconds > 0 else 0.0
 
@@ -60,13 +65,15 @@ def quire_workload(client: str, workload: str, url: str, topic: str, size: int, 
             p = c.create_producer(topic, batching_enabled=False)
             lat = []
             send = p.send
+            cpu0 = time.process_time()
             for _ in range(messages):
                 t0 = time.perf_counter()
                 send(data)
                 lat.append((time.perf_counter() - t0) * 1e6)
+            cpu = time.process_time() - cpu0
             elapsed = sum(lat) / 1e6
             p.close()
-            return {"msg_per_s": _rate(messages, elapsed), "latencies_us": lat}
+            return {"msg_per_s": _rate(messages, elapsed), "latencies_us": lat, "cpu_us_per_msg": _per(cpu, messages)}
         if workload == "produce":
             p = c.create_producer(
                 topic, batching_enabled=True, max_pending_messages=window, block_if_queue_full=True,
@@ -83,29 +90,29 @@ def quire_workload(client: str, workload: str, url: str, topic: str, size: int, 
                 if acked == messages:
                     done.set()
 
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             send_async = p.send_async
             for _ in range(messages):
                 send_async(data, callback)
             p.flush()
             done.wait(120)
-            elapsed = time.perf_counter() - t0
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             p.close()
             if failed or acked != messages:
                 raise RuntimeError(f"{len(failed)} sends failed, {acked} of {messages} acknowledged")
-            return {"msg_per_s": _rate(messages, elapsed)}
+            return {"msg_per_s": _rate(messages, elapsed), "cpu_us_per_msg": _per(cpu, messages)}
         if workload == "consume":
             cons = c.subscribe(topic, "peers-bench", initial_position=pulsar.InitialPosition.Earliest,
                                receiver_queue_size=window)
             receive, ack = cons.receive, cons.acknowledge
             msg = receive(30_000)  # the first message starts the clock (after subscribe + first fetch)
             ack(msg)
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             for _ in range(messages - 1):
                 ack(receive(30_000))
-            elapsed = time.perf_counter() - t0
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             cons.close()
-            return {"msg_per_s": _rate(messages - 1, elapsed)}
+            return {"msg_per_s": _rate(messages - 1, elapsed), "cpu_us_per_msg": _per(cpu, messages - 1)}
         raise ValueError(workload)
     finally:
         c.close()
