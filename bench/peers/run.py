@@ -39,12 +39,22 @@ from bench.peers import report, servers  # noqa: E402
 LABELS = {
     "quire-official": "quire standalone + official pulsar-client",
     "quire-clients": "quire standalone + `clients/` blocking API",
+    "quire-clients-async": "quire standalone + `clients/` async (trio) API",
+    "quire-clients-batch": "quire standalone + `clients/` blocking send_many/receive_many",
     "redis": "Redis Streams, appendfsync always",
     "rabbitmq": "RabbitMQ stream (no fsync)",
     "nats": "NATS JetStream, file storage (no fsync per message)",
 }
-SYSTEM_SERVER = {"quire-official": "quire", "quire-clients": "quire", "redis": "redis",
+QUIRE_CLIENTS = ["quire-official", "quire-clients", "quire-clients-async", "quire-clients-batch"]
+NO_LATENCY = {"quire-clients-batch"}  # a batch call is not a one-at-a-time publish
+SYSTEM_SERVER = {**{k: "quire" for k in QUIRE_CLIENTS}, "redis": "redis",
                  "rabbitmq": "rabbitmq", "nats": "nats"}
+# Ratios reported for quire's clients: (numerator, denominator, title).
+RATIOS = [
+    ("quire-clients", "quire-official", "`clients/` blocking ÷ official"),
+    ("quire-clients", "quire-clients-async", "`clients/` blocking ÷ `clients/` async"),
+    ("quire-clients-batch", "quire-official", "`clients/` batch API ÷ official"),
+]
 
 
 def run_worker(system: str, workload: str, address: str, stream: str, size: int, messages: int,
@@ -73,15 +83,18 @@ def _env() -> dict[str, str]:
 
 def measure(systems: list[str], server_address: dict[str, str], args: argparse.Namespace,
             raw: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
-    """The workloads for ``systems`` sharing one server; with two systems (quire's clients) they
-    alternate run by run, the first one switching every repeat."""
+    """The workloads for ``systems`` sharing one server; with several (quire's clients) they
+    alternate run by run, a different one first every repeat."""
     repeats = args.repeats if len(systems) > 1 else 1
     for work in ("latency", "produce"):
         for size in report.SIZES:
             n = args.latency_messages if work == "latency" else args.messages
             for rep in range(repeats):
-                order = systems if rep % 2 == 0 else systems[::-1]
+                k = rep % len(systems)
+                order = systems[k:] + systems[:k]  # each client goes first in turn
                 for system in order:
+                    if work == "latency" and system in NO_LATENCY:
+                        continue
                     address = server_address[SYSTEM_SERVER[system]]
                     stream = f"peers-{work}-{size}-{system}-{uuid.uuid4().hex[:6]}"
                     result = run_worker(system, work, address, stream, size, n, args.window)
@@ -119,7 +132,7 @@ def main() -> None:
             print(f"{name}: {server.address} pids {server.pids()}", flush=True)
             versions[name] = _version(name)
             try:
-                members = ["quire-official", "quire-clients"] if name == "quire" else [name]
+                members = list(QUIRE_CLIENTS) if name == "quire" else [name]
                 for m in members:
                     raw[m] = {}
                 measure(members, {name: server.address}, args, raw)
@@ -130,7 +143,7 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
     summary = report.summarize(raw)
-    client_ratios = report.ratios(summary, "quire-clients", "quire-official")
+    client_ratios = {title: report.ratios(summary, a, b) for a, b, title in RATIOS if a in summary and b in summary}
     labels = {k: v for k, v in LABELS.items() if k in summary}
     doc = {
         "settings": {"messages": args.messages, "latency_messages": args.latency_messages, "window": args.window,
@@ -140,7 +153,7 @@ def main() -> None:
         "durability": {k: servers.DURABILITY[SYSTEM_SERVER[k]] for k in summary},
         "labels": labels,
         "results": summary,
-        "ratios_clients_over_official": client_ratios,
+        "ratios": client_ratios,
         "seconds": round(time.time() - started, 1),
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -157,14 +170,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
     s = doc["settings"]
     parts = [
         f"Messages per workload: {s['messages']:,} (one-at-a-time: {s['latency_messages']:,}); "
-        f"window {s['window']:,}; quire clients interleaved, median of {s['repeats_quire_clients']} runs each.\n",
+        f"window {s['window']:,}; quire's clients interleaved, median of {s['repeats_quire_clients']} runs each. "
+        "Sync: publish one message at a time, each waiting for its acknowledgement (quire: batching off). "
+        "Window-1000: at most 1,000 unacknowledged (quire: batching on, default limits). "
+        "Consume: one consumer reads the window-1000 run's messages back (quire: acknowledging each).\n",
         report.markdown_table(doc["results"], doc["labels"]),
         "\nDurability (what an acknowledgement means):\n",
         *(f"- {doc['labels'][k]}: {v}\n" for k, v in doc["durability"].items()),
         "\nVersions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()) + "\n",
     ]
-    if doc["ratios_clients_over_official"]:
-        parts += ["\n", report.ratio_table(doc["ratios_clients_over_official"], "`clients/` ÷ official, same run")]
+    for title, r in doc["ratios"].items():
+        parts += ["\n", report.ratio_table(r, f"{title}, same run")]
     return "".join(parts)
 
 

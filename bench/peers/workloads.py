@@ -118,6 +118,95 @@ def quire_workload(client: str, workload: str, url: str, topic: str, size: int, 
         c.close()
 
 
+async def _quire_async(workload: str, url: str, topic: str, size: int, messages: int, window: int) -> Result:
+    """The same workloads through ``clients``' trio API (the reference the blocking API is held to)."""
+    from clients import AsyncClient, InitialPosition
+
+    data = _payload(size)
+    async with AsyncClient(url) as c:
+        if workload == "latency":
+            p = await c.create_producer(topic, batching_enabled=False)
+            lat = []
+            cpu0 = time.process_time()
+            for _ in range(messages):
+                t0 = time.perf_counter()
+                await p.send(data)
+                lat.append((time.perf_counter() - t0) * 1e6)
+            cpu = time.process_time() - cpu0
+            await p.close()
+            return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat,
+                    "cpu_us_per_msg": _per(cpu, messages)}
+        if workload == "produce":
+            p = await c.create_producer(topic, batching_enabled=True, max_pending_messages=window,
+                                        block_if_queue_full=True)
+            failed = 0
+
+            def callback(error: Any, _mid: Any) -> None:
+                nonlocal failed
+                failed += error is not None
+
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            for _ in range(messages):
+                await p.send_async(data, callback)
+            await p.flush()
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            await p.close()
+            if failed:
+                raise RuntimeError(f"{failed} sends failed")
+            return {"msg_per_s": _rate(messages, elapsed), "cpu_us_per_msg": _per(cpu, messages)}
+        if workload == "consume":
+            cons = await c.subscribe(topic, "peers-bench", initial_position=InitialPosition.Earliest,
+                                     receiver_queue_size=window)
+            await cons.acknowledge(await cons.receive(30_000))
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            for _ in range(messages - 1):
+                await cons.acknowledge(await cons.receive(30_000))
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            await cons.close()
+            return {"msg_per_s": _rate(messages - 1, elapsed), "cpu_us_per_msg": _per(cpu, messages - 1)}
+    raise ValueError(workload)
+
+
+def quire_batch_api(workload: str, url: str, topic: str, size: int, messages: int, window: int) -> Result:
+    """``clients``' blocking batch API: ``send_many`` of ``window`` messages at a time (so at
+    most ``window`` unacknowledged), ``receive_many`` of up to ``window``. No latency workload
+    (a batch call is not a one-at-a-time publish)."""
+    import clients
+
+    c = clients.Client(url)
+    try:
+        data = _payload(size)
+        if workload == "produce":
+            p = c.create_producer(topic, batching_enabled=True, max_pending_messages=window)
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            left = messages
+            while left:
+                n = min(window, left)
+                p.send_many([data] * n)
+                left -= n
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            p.close()
+            return {"msg_per_s": _rate(messages, elapsed), "cpu_us_per_msg": _per(cpu, messages)}
+        if workload == "consume":
+            cons = c.subscribe(topic, "peers-bench", initial_position=clients.InitialPosition.Earliest,
+                               receiver_queue_size=window)
+            got = cons.receive_many(1, 30_000)
+            cons.acknowledge(got[0])
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            n, ack = 1, cons.acknowledge
+            while n < messages:
+                batch = cons.receive_many(min(window, messages - n), 30_000)
+                for msg in batch:
+                    ack(msg)
+                n += len(batch)
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            cons.close()
+            return {"msg_per_s": _rate(messages - 1, elapsed), "cpu_us_per_msg": _per(cpu, messages - 1)}
+        raise ValueError(workload)
+    finally:
+        c.close()
+
+
 # -- Redis Streams ---------------------------------------------------------------------------------
 
 
@@ -285,9 +374,17 @@ async def _nats(workload: str, address: str, stream: str, size: int, messages: i
         await nc.close()
 
 
+def _trio_run(*args: Any) -> Result:
+    import trio
+
+    return trio.run(_quire_async, *args)
+
+
 RUNNERS: dict[str, Callable[..., Result]] = {
     "quire-official": lambda *a: quire_workload("official", *a),
     "quire-clients": lambda *a: quire_workload("clients", *a),
+    "quire-clients-async": _trio_run,
+    "quire-clients-batch": quire_batch_api,
     "redis": redis_workload,
     "rabbitmq": lambda *a: asyncio.run(_rabbit(*a)),
     "nats": lambda *a: asyncio.run(_nats(*a)),

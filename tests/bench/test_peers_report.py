@@ -62,7 +62,7 @@ def test_markdown_document_and_json_round_trip() -> None:
         "durability": {k: "ack after x" for k in s},
         "versions": {"quire": "test"},
         "results": s,
-        "ratios_clients_over_official": report.ratios(s, "quire-clients", "quire-official"),
+        "ratios": {"blocking ÷ official": report.ratios(s, "quire-clients", "quire-official")},
     }
     md = render_markdown(doc)
     assert "ack after x" in md and "| produce_100 | 2.000 | higher |" in md
