@@ -32,6 +32,12 @@ def cdf(latencies_us: list[float], points: int = CDF_POINTS) -> list[tuple[float
     return out
 
 
+def _cpu(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Median client CPU µs per message, where the worker measured it."""
+    values = [r["cpu_us_per_msg"] for r in runs if "cpu_us_per_msg" in r]
+    return {"cpu_us_per_msg": round(statistics.median(values), 1)} if values else {}
+
+
 def summarize_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Median over runs of each run's p50/p99/mean, and the CDF of the first run."""
     stats = []
@@ -46,12 +52,14 @@ def summarize_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "per_run_p50_us": [round(s[0], 1) for s in stats],
         "per_run_p99_us": [round(s[1], 1) for s in stats],
         "cdf": cdf(runs[0]["latencies_us"]) if runs else [],
+        **_cpu(runs),
     }
 
 
 def summarize_rate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     rates = [r["msg_per_s"] for r in runs]
-    return {"msg_per_s": round(statistics.median(rates), 1), "runs": len(runs), "per_run_msg_per_s": rates}
+    return {"msg_per_s": round(statistics.median(rates), 1), "runs": len(runs), "per_run_msg_per_s": rates,
+            **_cpu(runs)}
 
 
 def summarize(raw: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
@@ -106,6 +114,22 @@ def markdown_table(summary: dict[str, dict[str, Any]], labels: dict[str, str]) -
             cols.append(" / ".join(_fmt_int(_cell(s, f"{work}_{size}", "msg_per_s")) for size in SIZES))
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines) + "\n"
+
+
+def cpu_table(summary: dict[str, dict[str, Any]], labels: dict[str, str]) -> str:
+    """Client CPU µs per message (all the client process's threads), where measured."""
+    keys = [f"{w}_{size}" for w in ("latency", "produce", "consume") for size in SIZES]
+    rows = []
+    for system, label in labels.items():
+        cells = summary.get(system, {})
+        if not any("cpu_us_per_msg" in cells.get(k, {}) for k in keys):
+            continue
+        vals = [cells.get(k, {}).get("cpu_us_per_msg") for k in keys]
+        rows.append("| " + label + " | " + " | ".join("–" if v is None else f"{v:.1f}" for v in vals) + " |")
+    if not rows:
+        return ""
+    head = "| client CPU µs/msg | " + " | ".join(k.replace("_", " ") + " B" for k in keys) + " |"
+    return "\n".join([head, "|---" + "|--:" * len(keys) + "|", *rows]) + "\n"
 
 
 def ratio_table(r: dict[str, float], title: str) -> str:

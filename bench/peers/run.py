@@ -175,6 +175,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "Window-1000: at most 1,000 unacknowledged (quire: batching on, default limits). "
         "Consume: one consumer reads the window-1000 run's messages back (quire: acknowledging each).\n",
         report.markdown_table(doc["results"], doc["labels"]),
+        "\n",
+        report.cpu_table(doc["results"], doc["labels"]),
         "\nDurability (what an acknowledgement means):\n",
         *(f"- {doc['labels'][k]}: {v}\n" for k, v in doc["durability"].items()),
         "\nVersions: " + ", ".join(f"{k} {v}" for k, v in doc["versions"].items()) + "\n",

@@ -23,7 +23,7 @@ def _raw() -> dict:
         "quire-clients": {
             "latency_100": [{"latencies_us": [x / 2 for x in lat], "msg_per_s": 2.0}],
             "latency_1024": [{"latencies_us": [x * 2 for x in lat], "msg_per_s": 0.5}],
-            "produce_100": [{"msg_per_s": 400.0}],
+            "produce_100": [{"msg_per_s": 400.0, "cpu_us_per_msg": 7.5}],
             "produce_1024": [{"msg_per_s": 100.0}],
             "consume_100": [{"msg_per_s": 1500.0}],
         },
@@ -66,4 +66,5 @@ def test_markdown_document_and_json_round_trip() -> None:
     }
     md = render_markdown(doc)
     assert "ack after x" in md and "| produce_100 | 2.000 | higher |" in md
+    assert "| client CPU µs/msg |" in md and "| – | – | 7.5 | – |" in md
     assert json.loads(json.dumps(doc))["results"]["quire-clients"]["produce_100"]["msg_per_s"] == 400.0
