@@ -383,13 +383,58 @@ def _schema(schema: Any) -> Any:
     return schema
 
 
+class _Room:
+    """The blocking producer's pending-message window: a counting semaphore whose uncontended
+    acquire and release are one atomic deque operation each (``threading.Semaphore`` takes a
+    Condition's lock twice per message, and the loop thread releases while the caller
+    acquires). Only a caller that finds no room waits on the condition, in bounded waits, and
+    re-checks after registering, so a release between its check and its wait is never lost."""
+
+    __slots__ = ("_tokens", "_cv", "_waiters", "_wake_at")
+
+    def __init__(self, n: int) -> None:
+        self._tokens: deque[None] = deque([None] * n)
+        self._cv = threading.Condition(threading.Lock())
+        self._waiters = 0
+        # A waiting caller is woken once an eighth of the window is free, not per receipt: it
+        # then hands over a burst (receipts come back a batch at a time; whoever waits has a
+        # full window in flight, so that much room always comes back).
+        self._wake_at = max(1, n // 8)
+
+    def acquire(self, blocking: bool = True) -> bool:
+        try:
+            self._tokens.pop()
+            return True
+        except IndexError:
+            if not blocking:
+                return False
+        with self._cv:
+            self._waiters += 1
+            try:
+                while True:
+                    try:
+                        self._tokens.pop()
+                        return True
+                    except IndexError:
+                        self._cv.wait(0.05)
+            finally:
+                self._waiters -= 1
+
+    def release(self) -> None:
+        tokens = self._tokens
+        tokens.append(None)
+        if self._waiters and len(tokens) >= self._wake_at:
+            with self._cv:
+                self._cv.notify()
+
+
 class _SendDone:
     """Completion of one blocking ``send_async``: frees its pending slot, then runs the user's
     official-style ``callback(result, message_id)`` (one small object instead of closures)."""
 
     __slots__ = ("_room", "_callback")
 
-    def __init__(self, room: threading.Semaphore, callback: Callable[[Any, MessageId | None], None] | None) -> None:
+    def __init__(self, room: "_Room", callback: Callable[[Any, MessageId | None], None] | None) -> None:
         self._room = room
         self._callback = callback
 
@@ -405,7 +450,7 @@ class _SendWaiter:
 
     __slots__ = ("_room", "_left", "_ids", "_error", "_done")
 
-    def __init__(self, room: threading.Semaphore, n: int) -> None:
+    def __init__(self, room: "_Room", n: int) -> None:
         self._room = room
         self._left = n
         self._ids: list[MessageId | None] = [None] * n
@@ -441,7 +486,7 @@ class Producer:
     def __init__(self, loop: _LoopThread, inner: Any, max_pending: int, block_if_queue_full: bool) -> None:
         self._loop = loop
         self._p = inner
-        self._room = threading.Semaphore(max(1, max_pending))
+        self._room = _Room(max(1, max_pending))
         self._block = block_if_queue_full
         self._calls = _LoopCalls(loop)
         self._closed = False

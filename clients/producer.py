@@ -213,8 +213,12 @@ class Producer:
         return await settle_all(futures)
 
     def flush_open_batch(self) -> None:
-        """Send the open batch now: a synchronous sender should not wait for the batch timer."""
+        """Send the open batch now: a synchronous sender should not wait for the batch timer
+        (nor for the connection's writer task)."""
         self._flush_batch()
+        cnx = self._cnx
+        if cnx is not None:
+            cnx.flush_now()
 
     async def send_async(
         self,
@@ -241,18 +245,8 @@ class Producer:
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
     ) -> SendFuture:
         """Queue one message, waiting for room if ``block_if_queue_full``."""
-        self._check_usable()
         if self._config.block_if_queue_full:
-            try:
-                self._slots.acquire_nowait()  # fast path: no scheduling round per message
-            except trio.WouldBlock:
-                await self._slots.acquire()
-            try:
-                self._check_usable()
-            except errors.PulsarException:
-                self._slots.release()
-                raise
-            fut = self._submit(msg, callback)
+            fut = await self.queue_waiting(msg, callback)
         else:
             fut = self.send_nowait(msg, callback)
         cnx = self._cnx
@@ -260,12 +254,14 @@ class Producer:
             await cnx.drain()
         return fut
 
-    async def queue_waiting(self, msg: OutgoingMessage) -> SendFuture:
+    async def queue_waiting(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
+    ) -> SendFuture:
         """Queue one message, waiting for room when ``max_pending_messages`` are pending (the
         open batch leaves first, since its messages hold room too)."""
         self._check_usable()
         try:
-            self._slots.acquire_nowait()
+            self._slots.acquire_nowait()  # fast path: no scheduling round per message
         except trio.WouldBlock:
             self._flush_batch()
             await self._slots.acquire()
@@ -274,7 +270,7 @@ class Producer:
             except errors.PulsarException:
                 self._slots.release()
                 raise
-        return self._submit(msg, None)
+        return self._submit(msg, callback)
 
     def send_nowait(
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
