@@ -156,7 +156,7 @@ def plot_cdfs(summary: dict[str, dict[str, Any]], labels: dict[str, str], out_di
             if not cell or not cell["cdf"]:
                 continue
             xs, ys = zip(*cell["cdf"])
-            ax.step(xs, ys, where="post", label=label)
+            ax.step(xs, ys, where="post", label=label.replace("`", ""))
         ax.set_xscale("log")
         ax.set_xlabel("publish latency, one at a time (µs, log scale)")
         ax.set_ylabel("fraction of messages")

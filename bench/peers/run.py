@@ -115,7 +115,15 @@ def main() -> None:
     parser.add_argument("--systems", default="quire,redis,rabbitmq,nats")
     parser.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     parser.add_argument("--stem", default="peers")
+    parser.add_argument("--render-only", action="store_true",
+                        help="re-write the Markdown and PNGs from the JSON of an earlier run")
     args = parser.parse_args()
+    if args.render_only:
+        doc = json.loads((args.out_dir / f"{args.stem}.json").read_text())
+        doc["durability"] = {k: servers.DURABILITY[SYSTEM_SERVER[k]] for k in doc["results"]}
+        (args.out_dir / f"{args.stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        write_outputs(doc, args.out_dir, args.stem)
+        return
     if args.quick:
         args.messages, args.repeats = 2000, 1
     if args.latency_messages is None:
@@ -158,12 +166,16 @@ def main() -> None:
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{args.stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    write_outputs(doc, args.out_dir, args.stem)
+
+
+def write_outputs(doc: dict[str, Any], out_dir: Path, stem: str) -> None:
     md = render_markdown(doc)
-    (args.out_dir / f"{args.stem}.md").write_text(md)
-    pngs = report.plot_cdfs(summary, labels, args.out_dir, args.stem)
+    (out_dir / f"{stem}.md").write_text(md)
+    pngs = report.plot_cdfs(doc["results"], doc["labels"], out_dir, stem)
     print()
     print(md)
-    print("wrote", args.out_dir / f"{args.stem}.json", args.out_dir / f"{args.stem}.md", *pngs)
+    print("wrote", out_dir / f"{stem}.json", out_dir / f"{stem}.md", *pngs)
 
 
 def render_markdown(doc: dict[str, Any]) -> str:

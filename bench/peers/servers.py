@@ -26,7 +26,7 @@ DURABILITY = {
     "quire": "ack after the bookie journal write with RWF_DSYNC (data synced to disk)",
     "redis": "appendonly yes, appendfsync always: ack after the AOF write is fsynced",
     "rabbitmq": "stream on one node: ack after the write reaches the OS page cache (no fsync)",
-    "nats": "JetStream file storage: ack after the write reaches the OS (fsync every 2 min, sync_interval default)",
+    "nats": "JetStream file storage on one server: ack after the write reaches the OS; fsync on a background interval, not per message",
 }
 
 
