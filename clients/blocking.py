@@ -621,6 +621,34 @@ class Producer:
             pass
 
 
+class _TakenReport:
+    """Messages ``receive`` took, reported to the loop (``dequeued(msg)``: permits, redelivery
+    tracking) as one deferred call per burst rather than one per message. The messages wait in
+    a deque; ``_posted`` is cleared before the loop drains it and checked after an append (as in
+    ``_LoopCalls``), and the report keeps its place in the call order, ahead of the acks of the
+    messages it covers."""
+
+    __slots__ = ("_calls", "_dequeued", "_msgs", "_posted")
+
+    def __init__(self, calls: _DeferredCalls, dequeued: Callable[[Message], None]) -> None:
+        self._calls = calls
+        self._dequeued = dequeued
+        self._msgs: deque[Message] = deque()
+        self._posted = False
+
+    def add(self, msg: Message) -> None:
+        self._msgs.append(msg)
+        if not self._posted:
+            self._posted = True
+            self._calls.call_soon(self._report, None)
+
+    def _report(self, _: Any) -> None:
+        self._posted = False
+        msgs, dequeued = self._msgs, self._dequeued
+        while msgs:  # only the loop thread pops
+            dequeued(msgs.popleft())
+
+
 def _consumer_calls(loop: _LoopThread, config: ConsumerConfig) -> _DeferredCalls:
     """Dequeue reports and acks of a blocking consumer cross in bulk: at most a quarter of the
     receiver queue (so returned permits flow well before the broker runs out of them), within
@@ -692,6 +720,7 @@ class Consumer:
         self._loop = loop
         self._c = inner
         self._calls = _consumer_calls(loop, inner._config)
+        self._taken = _TakenReport(self._calls, inner._dequeued)
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
 
     def _run(self, afn: Callable[..., Any], *args: Any) -> Any:
@@ -718,7 +747,7 @@ class Consumer:
         if msg is None:
             self._calls.sync()  # returned permits (and acks) leave before we wait
             msg = c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
-        self._calls.call_soon(c._dequeued, msg)
+        self._taken.add(msg)
         return msg
 
     def receive_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
