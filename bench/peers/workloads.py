@@ -25,7 +25,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 Result = dict[str, Any]
@@ -42,6 +42,30 @@ def _per(cpu_s: float, n: int) -> float:
 
 def _rate(n: int, seconds: float) -> float:
     return round(n / seconds, 1) if seconds > 0 else 0.0
+
+
+def _time_each(send: Callable[[], Any], messages: int) -> Result:
+    """One-at-a-time publishes: every latency (µs), msg/s and client CPU per message."""
+    lat = []
+    cpu0 = time.process_time()
+    for _ in range(messages):
+        t0 = time.perf_counter()
+        send()
+        lat.append((time.perf_counter() - t0) * 1e6)
+    cpu = time.process_time() - cpu0
+    return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat, "cpu_us_per_msg": _per(cpu, messages)}
+
+
+async def _atime_each(send: Callable[[], Awaitable[Any]], messages: int) -> Result:
+    """``_time_each`` for async clients."""
+    lat = []
+    cpu0 = time.process_time()
+    for _ in range(messages):
+        t0 = time.perf_counter()
+        await send()
+        lat.append((time.perf_counter() - t0) * 1e6)
+    cpu = time.process_time() - cpu0
+    return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat, "cpu_us_per_msg": _per(cpu, messages)}
 
 
 # -- quire: the official client and ours, through the same (official) API -----------------------
@@ -63,17 +87,9 @@ def quire_workload(client: str, workload: str, url: str, topic: str, size: int, 
         if workload == "latency":
             # Unbatched: a batching producer holds a lone message for the batch delay.
             p = c.create_producer(topic, batching_enabled=False)
-            lat = []
-            send = p.send
-            cpu0 = time.process_time()
-            for _ in range(messages):
-                t0 = time.perf_counter()
-                send(data)
-                lat.append((time.perf_counter() - t0) * 1e6)
-            cpu = time.process_time() - cpu0
-            elapsed = sum(lat) / 1e6
+            result = _time_each(lambda: p.send(data), messages)
             p.close()
-            return {"msg_per_s": _rate(messages, elapsed), "latencies_us": lat, "cpu_us_per_msg": _per(cpu, messages)}
+            return result
         if workload == "produce":
             p = c.create_producer(
                 topic, batching_enabled=True, max_pending_messages=window, block_if_queue_full=True,
@@ -126,16 +142,9 @@ async def _quire_async(workload: str, url: str, topic: str, size: int, messages:
     async with AsyncClient(url) as c:
         if workload == "latency":
             p = await c.create_producer(topic, batching_enabled=False)
-            lat = []
-            cpu0 = time.process_time()
-            for _ in range(messages):
-                t0 = time.perf_counter()
-                await p.send(data)
-                lat.append((time.perf_counter() - t0) * 1e6)
-            cpu = time.process_time() - cpu0
+            result = await _atime_each(lambda: p.send(data), messages)
             await p.close()
-            return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat,
-                    "cpu_us_per_msg": _per(cpu, messages)}
+            return result
         if workload == "produce":
             p = await c.create_producer(topic, batching_enabled=True, max_pending_messages=window,
                                         block_if_queue_full=True)
@@ -217,13 +226,7 @@ def redis_workload(workload: str, address: str, stream: str, size: int, messages
     r = redis.Redis(host=host, port=int(port))
     data = {b"d": _payload(size)}
     if workload == "latency":
-        lat = []
-        xadd = r.xadd
-        for _ in range(messages):
-            t0 = time.perf_counter()
-            xadd(stream, data)
-            lat.append((time.perf_counter() - t0) * 1e6)
-        return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat}
+        return _time_each(lambda: r.xadd(stream, data), messages)
     if workload == "produce":
         # Pipelines of `window` XADDs: at most `window` unacknowledged (the replies are the acks).
         t0 = time.perf_counter()
@@ -263,12 +266,7 @@ async def _rabbit(workload: str, address: str, stream: str, size: int, messages:
         async with Producer(host, port=int(port), username="guest", password="guest") as producer:
             await producer.create_stream(stream, exists_ok=True)
             if workload == "latency":
-                lat = []
-                for _ in range(messages):
-                    t0 = time.perf_counter()
-                    await producer.send_wait(stream, data)
-                    lat.append((time.perf_counter() - t0) * 1e6)
-                return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat}
+                return await _atime_each(lambda: producer.send_wait(stream, data), messages)
             # rstream's send() buffers for up to 0.5 s; send_batch() publishes at once. Batches of
             # `chunk` go out while fewer than `window` are unconfirmed (a sliding window).
             chunk = max(1, window // 10)
@@ -335,12 +333,7 @@ async def _nats(workload: str, address: str, stream: str, size: int, messages: i
         if workload in ("latency", "produce"):
             await js.add_stream(name=stream, subjects=[f"{stream}.>"], storage=StorageType.FILE)
         if workload == "latency":
-            lat = []
-            for _ in range(messages):
-                t0 = time.perf_counter()
-                await js.publish(subject, data)
-                lat.append((time.perf_counter() - t0) * 1e6)
-            return {"msg_per_s": _rate(messages, sum(lat) / 1e6), "latencies_us": lat}
+            return await _atime_each(lambda: js.publish(subject, data), messages)
         if workload == "produce":
             # publish_async: at most `window` unacknowledged (the context's pending semaphore).
             failed = 0
