@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import trio
@@ -70,6 +71,9 @@ class _LoopThread:
             self._ready.set()
             await self._stop.wait()
 
+    def alive(self) -> bool:
+        return self._token is not None and self._thread.is_alive()
+
     def run(self, afn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._token is None or not self._thread.is_alive():
             raise errors.AlreadyClosed("client is closed")
@@ -107,38 +111,85 @@ class _LoopThread:
 class _LoopCalls:
     """Calls handed to the loop thread in order without waiting: one wakeup per burst of calls.
 
-    A call is stored as ``(fn, arg)`` (no closure per message on the receive/ack hot paths).
-    Ordering with ``_LoopThread.run`` holds because both go through the loop's FIFO
-    ``run_sync_soon`` queue."""
+    A call is stored as ``(fn, arg)`` (no closure per message on the hot paths) in a deque, whose
+    ``append``/``popleft`` are atomic: no lock for user threads to contend on with the loop. The
+    ``_posted`` flag is cleared *before* the loop drains and checked *after* an append, so an
+    append the drain misses always posts a new drain. Ordering with ``_LoopThread.run`` holds
+    because both go through the loop's FIFO ``run_sync_soon`` queue (``sync`` posts a drain for
+    calls that must precede a ``run``)."""
 
     def __init__(self, loop: _LoopThread) -> None:
         self._loop = loop
-        self._lock = threading.Lock()
-        self._calls: list[tuple[Callable[[Any], None], Any]] = []
-        self._scheduled = False
+        self._calls: deque[tuple[Callable[[Any], None], Any]] = deque()
+        self._posted = False
 
     def call_soon(self, fn: Callable[[Any], None], arg: Any) -> None:
-        with self._lock:
-            self._calls.append((fn, arg))
-            if self._scheduled:
-                return
-            self._scheduled = True
+        self._calls.append((fn, arg))
+        if not self._posted:
+            self._post()
+
+    def _post(self) -> None:
+        self._posted = True
         try:
             self._loop.run_sync_soon(self._drain)
         except errors.AlreadyClosed:
-            with self._lock:
-                self._calls.clear()
-                self._scheduled = False
+            self._calls.clear()
+            self._posted = False
             raise
 
+    def sync(self) -> None:
+        """Hand over what is queued now (before a following ``_LoopThread.run``)."""
+        if self._calls:
+            self._post()
+
     def _drain(self) -> None:
-        with self._lock:
-            calls, self._calls, self._scheduled = self._calls, [], False
-        for fn, arg in calls:
+        self._posted = False
+        calls = self._calls
+        while True:
+            try:
+                fn, arg = calls.popleft()
+            except IndexError:
+                return
             try:
                 fn(arg)
             except Exception:
                 log.exception("deferred client call failed")
+
+
+class _DeferredCalls(_LoopCalls):
+    """Consumer-side calls (dequeue reports, acks, nacks) that may wait a little: they cross to
+    the loop thread in bulk, once ``limit`` are queued, when the caller is about to block in
+    ``receive`` (``sync``), or at the latest ``delay_s`` after the first of them (the ack group
+    time), instead of one thread wakeup per message."""
+
+    def __init__(self, loop: _LoopThread, limit: int, delay_s: float) -> None:
+        super().__init__(loop)
+        self._limit = max(1, limit)
+        self._delay_s = delay_s
+        self._timer_armed = False
+
+    def call_soon(self, fn: Callable[[Any], None], arg: Any) -> None:
+        calls = self._calls
+        calls.append((fn, arg))
+        if self._posted:
+            return
+        if len(calls) >= self._limit:
+            self._post()
+        elif not self._timer_armed:
+            self._timer_armed = True
+            try:
+                self._loop.run_sync_soon(self._arm)
+            except errors.AlreadyClosed:
+                self._timer_armed = False
+                raise
+
+    def _arm(self) -> None:
+        trio.lowlevel.spawn_system_task(self._later)
+
+    async def _later(self) -> None:
+        await trio.sleep(self._delay_s)
+        self._timer_armed = False
+        self._drain()
 
 
 class Client:
@@ -334,13 +385,58 @@ def _schema(schema: Any) -> Any:
     return schema
 
 
+class _Room:
+    """The blocking producer's pending-message window: a counting semaphore whose uncontended
+    acquire and release are one atomic deque operation each (``threading.Semaphore`` takes a
+    Condition's lock twice per message, and the loop thread releases while the caller
+    acquires). Only a caller that finds no room waits on the condition, in bounded waits, and
+    re-checks after registering, so a release between its check and its wait is never lost."""
+
+    __slots__ = ("_tokens", "_cv", "_waiters", "_wake_at")
+
+    def __init__(self, n: int) -> None:
+        self._tokens: deque[None] = deque([None] * n)
+        self._cv = threading.Condition(threading.Lock())
+        self._waiters = 0
+        # A waiting caller is woken once an eighth of the window is free, not per receipt: it
+        # then hands over a burst (receipts come back a batch at a time; whoever waits has a
+        # full window in flight, so that much room always comes back).
+        self._wake_at = max(1, n // 8)
+
+    def acquire(self, blocking: bool = True) -> bool:
+        try:
+            self._tokens.pop()
+            return True
+        except IndexError:
+            if not blocking:
+                return False
+        with self._cv:
+            self._waiters += 1
+            try:
+                while True:
+                    try:
+                        self._tokens.pop()
+                        return True
+                    except IndexError:
+                        self._cv.wait(0.05)
+            finally:
+                self._waiters -= 1
+
+    def release(self) -> None:
+        tokens = self._tokens
+        tokens.append(None)
+        if self._waiters and len(tokens) >= self._wake_at:
+            with self._cv:
+                self._cv.notify()
+
+
 class _SendDone:
     """Completion of one blocking ``send_async``: frees its pending slot, then runs the user's
     official-style ``callback(result, message_id)`` (one small object instead of closures)."""
 
     __slots__ = ("_room", "_callback")
 
-    def __init__(self, room: threading.Semaphore, callback: Callable[[Any, MessageId | None], None] | None) -> None:
+    def __init__(self, room: "_Room", callback: Callable[[Any, MessageId | None], None] | None) -> None:
         self._room = room
         self._callback = callback
 
@@ -348,6 +444,40 @@ class _SendDone:
         self._room.release()
         if self._callback is not None:
             self._callback(Result.Ok if error is None else result_of(error), message_id)
+
+
+class _SendWaiter:
+    """Completion of a blocking ``send``/``send_many``: frees each message's pending slot and
+    wakes the caller (a plain lock, released by the loop thread) once all settled."""
+
+    __slots__ = ("_room", "_left", "_ids", "_error", "_done")
+
+    def __init__(self, room: "_Room", n: int) -> None:
+        self._room = room
+        self._left = n
+        self._ids: list[MessageId | None] = [None] * n
+        self._error: BaseException | None = None
+        self._done = threading.Lock()
+        self._done.acquire()
+
+    def callback(self, index: int) -> Callable[[BaseException | None, MessageId | None], None]:
+        def settled(error: BaseException | None, message_id: MessageId | None) -> None:
+            self._room.release()
+            if error is not None and self._error is None:
+                self._error = error
+            self._ids[index] = message_id
+            self._left -= 1  # only the loop thread settles sends
+            if self._left == 0:
+                self._done.release()
+        return settled
+
+    def wait(self, loop: _LoopThread) -> list[MessageId]:
+        while not self._done.acquire(timeout=1.0):
+            if not loop.alive():
+                raise errors.AlreadyClosed("client is closed")
+        if self._error is not None:
+            raise self._error
+        return self._ids  # type: ignore[return-value]
 
 
 class Producer:
@@ -358,7 +488,7 @@ class Producer:
     def __init__(self, loop: _LoopThread, inner: Any, max_pending: int, block_if_queue_full: bool) -> None:
         self._loop = loop
         self._p = inner
-        self._room = threading.Semaphore(max(1, max_pending))
+        self._room = _Room(max(1, max_pending))
         self._block = block_if_queue_full
         self._calls = _LoopCalls(loop)
         self._closed = False
@@ -388,17 +518,61 @@ class Producer:
         deliver_at: int | None = None,
         deliver_after: Any = None,
     ) -> MessageId:
-        return self._loop.run(
-            self._p.send,
-            content,
-            properties=properties,
-            partition_key=partition_key,
-            ordering_key=ordering_key,
-            sequence_id=sequence_id,
-            event_timestamp=event_timestamp,
-            deliver_at=deliver_at,
+        """Send and wait for the broker's receipt: one hand-over to the loop thread and one
+        wakeup back (no task spawned per call); the open batch is flushed at once."""
+        msg = self._p.make_message(
+            content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
+            sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
             deliver_after=deliver_after,
         )
+        return self._send_and_wait([msg])[0]
+
+    def send_many(self, contents: Iterable[Any]) -> list[MessageId]:
+        """Send many payloads (bytes, or values of the producer's schema) and wait for all their
+        receipts; returns their ids in order. They cross to the loop thread in bulk and go out
+        in as few batches as the batching limits allow; at most ``max_pending_messages`` are
+        handed over at a time (this call blocks for room whatever ``block_if_queue_full``).
+        Raises the first failure after every message settled."""
+        make = self._p.make_message
+        return self._send_and_wait([make(c) for c in contents])
+
+    def _send_and_wait(self, msgs: list[Any]) -> list[MessageId]:
+        if self._closed:
+            raise errors.AlreadyClosed("producer closed")
+        if not msgs:
+            return []
+        waiter = _SendWaiter(self._room, len(msgs))
+        room = self._room
+        block = self._block or len(msgs) > 1
+        chunk: list[tuple[Any, _SendWaiter, int]] = []
+        try:
+            for i, msg in enumerate(msgs):
+                if not room.acquire(blocking=False):
+                    if chunk:  # hand over what we have before waiting for room
+                        self._calls.call_soon(self._submit_now, chunk)
+                        chunk = []
+                    if not block:
+                        raise errors.ProducerQueueIsFull("max_pending_messages reached")
+                    room.acquire()
+                chunk.append((msg, waiter, i))
+            if chunk:
+                self._calls.call_soon(self._submit_now, chunk)
+        except BaseException:
+            for _ in chunk:
+                room.release()
+            raise
+        return waiter.wait(self._loop)
+
+    def _submit_now(self, items: list[tuple[Any, "_SendWaiter", int]]) -> None:
+        """On the loop thread: queue messages handed over by ``send``/``send_many`` and send the
+        open batch at once (a synchronous sender should not wait for the batch timer)."""
+        p = self._p
+        for msg, waiter, i in items:
+            try:
+                p.send_nowait(msg, waiter.callback(i))
+            except errors.PulsarException as exc:
+                waiter.callback(i)(exc, None)
+        p.flush_open_batch()
 
     def send_async(
         self,
@@ -449,6 +623,61 @@ class Producer:
             pass
 
 
+class _TakenReport:
+    """Messages ``receive`` took, reported to the loop (``dequeued(msg)``: permits, redelivery
+    tracking) as one deferred call per burst rather than one per message. The messages wait in
+    a deque; ``_posted`` is cleared before the loop drains it and checked after an append (as in
+    ``_LoopCalls``), and the report keeps its place in the call order, ahead of the acks of the
+    messages it covers."""
+
+    __slots__ = ("_calls", "_dequeued", "_msgs", "_posted")
+
+    def __init__(self, calls: _DeferredCalls, dequeued: Callable[[Message], None]) -> None:
+        self._calls = calls
+        self._dequeued = dequeued
+        self._msgs: deque[Message] = deque()
+        self._posted = False
+
+    def add(self, msg: Message) -> None:
+        self._msgs.append(msg)
+        if not self._posted:
+            self._posted = True
+            self._calls.call_soon(self._report, None)
+
+    def _report(self, _: Any) -> None:
+        self._posted = False
+        msgs, dequeued = self._msgs, self._dequeued
+        while msgs:  # only the loop thread pops
+            dequeued(msgs.popleft())
+
+
+def _consumer_calls(loop: _LoopThread, config: ConsumerConfig) -> _DeferredCalls:
+    """Dequeue reports and acks of a blocking consumer cross in bulk: at most a quarter of the
+    receiver queue (so returned permits flow well before the broker runs out of them), within
+    the ack group time."""
+    group_ms = config.ack_group_time_ms
+    limit = 1 if group_ms <= 0 else min(256, max(1, config.receiver_queue_size // 4))
+    return _DeferredCalls(loop, limit, group_ms / 1000)
+
+
+def _take_many(queue: Any, max_messages: int, timeout_millis: int | None,
+               before_wait: Callable[[], None]) -> list[Message]:
+    """The next message (``before_wait`` runs if we have to wait for it), then up to
+    ``max_messages - 1`` more without waiting."""
+    msg = queue.get_nowait()
+    if msg is None:
+        before_wait()
+        msg = queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
+    out = [msg]
+    get = queue.get_nowait
+    while len(out) < max_messages:
+        msg = get()
+        if msg is None:
+            break
+        out.append(msg)
+    return out
+
+
 class _Listener:
     """Runs ``listener(owner, message)`` on its own thread for each received message."""
 
@@ -492,8 +721,14 @@ class Consumer:
     def __init__(self, loop: _LoopThread, inner: Any, listener: Callable[..., None] | None = None) -> None:
         self._loop = loop
         self._c = inner
-        self._calls = _LoopCalls(loop)
+        self._calls = _consumer_calls(loop, inner._config)
+        self._taken = _TakenReport(self._calls, inner._dequeued)
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
+
+    def _run(self, afn: Callable[..., Any], *args: Any) -> Any:
+        """A call on the loop thread after the deferred ones (acks, dequeue reports) before it."""
+        self._calls.sync()
+        return self._loop.run(afn, *args)
 
     def topic(self) -> str:
         return self._c.topic()
@@ -508,13 +743,26 @@ class Consumer:
         return self._loop.run_sync(self._c.is_connected)
 
     def receive(self, timeout_millis: int | None = None) -> Message:
-        self._c._check_open()
-        msg = self._c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
-        self._calls.call_soon(self._c._dequeued, msg)
+        c = self._c
+        c._check_open()
+        msg = c._queue.get_nowait()
+        if msg is None:
+            self._calls.sync()  # returned permits (and acks) leave before we wait
+            msg = c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
+        self._taken.add(msg)
         return msg
 
+    def receive_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages: waits (up to ``timeout_millis``, else ``Timeout``) for
+        the first, then takes whatever else is already in the receiver queue, without waiting."""
+        c = self._c
+        c._check_open()
+        out = _take_many(c._queue, max_messages, timeout_millis, self._calls.sync)
+        self._calls.call_soon(c._dequeued_many, out)
+        return out
+
     def batch_receive(self) -> list[Message]:
-        return self._loop.run(self._c.batch_receive)
+        return self._run(self._c.batch_receive)
 
     def _owner_and_id(self, message: Message | MessageId) -> tuple[Any, MessageId]:
         self._c._check_open()
@@ -536,18 +784,18 @@ class Consumer:
         self._calls.call_soon(owner._nack, mid)
 
     def redeliver_unacknowledged_messages(self) -> None:
-        self._loop.run(self._c.redeliver_unacknowledged_messages)
+        self._run(self._c.redeliver_unacknowledged_messages)
 
     def seek(self, messageid: MessageId | int | Any) -> None:
-        self._loop.run(self._c.seek, messageid if isinstance(messageid, int) else MessageId.coerce(messageid))
+        self._run(self._c.seek, messageid if isinstance(messageid, int) else MessageId.coerce(messageid))
 
     def get_last_message_id(self) -> MessageId:
-        return self._loop.run(self._c.get_last_message_id)
+        return self._run(self._c.get_last_message_id)
 
     def unsubscribe(self) -> None:
         if self._listener is not None:
             self._listener.stop()
-        self._loop.run(self._c.unsubscribe)
+        self._run(self._c.unsubscribe)
 
     def pause_message_listener(self) -> None:
         if self._listener is not None:
@@ -561,7 +809,7 @@ class Consumer:
         if self._listener is not None:
             self._listener.stop()
         try:
-            self._loop.run(self._c.close)
+            self._run(self._c.close)
         except errors.AlreadyClosed:
             pass
 
@@ -570,8 +818,13 @@ class Reader:
     def __init__(self, loop: _LoopThread, inner: Any, listener: Callable[..., None] | None = None) -> None:
         self._loop = loop
         self._r = inner
-        self._calls = _LoopCalls(loop)
+        self._calls = _consumer_calls(loop, inner._consumer._config)
         self._listener = _Listener(self, self.read_next, listener) if listener is not None else None
+
+    def _run(self, afn: Callable[..., Any], *args: Any) -> Any:
+        """A call on the loop thread after the deferred ones (dequeue reports) before it."""
+        self._calls.sync()
+        return self._loop.run(afn, *args)
 
     def topic(self) -> str:
         return self._r.topic()
@@ -579,15 +832,22 @@ class Reader:
     def read_next(self, timeout_millis: int | None = None) -> Message:
         consumer = self._r._consumer
         consumer._check_open()
-        msg = consumer._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
-        self._calls.call_soon(self._r._consumed, msg)
-        return msg
+        return self.read_many(1, timeout_millis)[0]
+
+    def read_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
+        """As ``Consumer.receive_many``: the next message (waiting for it), and up to
+        ``max_messages - 1`` more already received."""
+        consumer = self._r._consumer
+        consumer._check_open()
+        out = _take_many(consumer._queue, max_messages, timeout_millis, self._calls.sync)
+        self._calls.call_soon(self._r._consumed_many, out)
+        return out
 
     def has_message_available(self) -> bool:
-        return self._loop.run(self._r.has_message_available)
+        return self._run(self._r.has_message_available)
 
     def seek(self, messageid: MessageId | int | Any) -> None:
-        self._loop.run(self._r.seek, messageid)
+        self._run(self._r.seek, messageid)
 
     def is_connected(self) -> bool:
         return self._loop.run_sync(self._r.is_connected)
@@ -596,6 +856,6 @@ class Reader:
         if self._listener is not None:
             self._listener.stop()
         try:
-            self._loop.run(self._r.close)
+            self._run(self._r.close)
         except errors.AlreadyClosed:
             pass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import ssl
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -84,6 +85,9 @@ class ClientConnection:
         self._decoder = frames.FrameDecoder(config.max_frame_size)
         self._out = bytearray()
         self._out_lot = trio.lowlevel.ParkingLot()
+        self._writing = False  # the writer task is inside send_all
+        sock = getattr(stream, "socket", None)  # a SocketStream's non-blocking socket (flush_now)
+        self._fd = sock.fileno() if sock is not None else -1
         self._drain_lot = trio.lowlevel.ParkingLot()
         self._pending: dict[int, _Waiter] = {}
         self._producers: dict[int, ProducerHandler] = {}
@@ -203,6 +207,21 @@ class ClientConnection:
     def send(self, command: BaseCommand) -> None:
         self.write(frames.encode_command(command))
 
+    def flush_now(self) -> None:
+        """Write what is buffered at once, from the loop thread, when the writer task is idle:
+        a synchronous send then leaves without waiting a scheduler round for that task. What the
+        socket does not take (or any error) stays for the writer task, which owns failures."""
+        out = self._out
+        if not out or self._writing or self.is_closed or self._fd < 0:
+            return
+        try:
+            sent = os.write(self._fd, out)
+        except OSError:  # EAGAIN or a broken connection: the writer task tries and reports
+            return
+        del out[:sent]
+        if not out:
+            self._drain_lot.unpark_all()
+
     @property
     def buffered(self) -> int:
         return len(self._out)
@@ -219,7 +238,11 @@ class ClientConnection:
             data = bytes(self._out)
             self._out.clear()
             self._drain_lot.unpark_all()
-            await self._stream.send_all(data)
+            self._writing = True
+            try:
+                await self._stream.send_all(data)
+            finally:
+                self._writing = False
 
     # -- requests ----------------------------------------------------------------------------
 

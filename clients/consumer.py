@@ -122,6 +122,26 @@ class ConsumerBase(abc.ABC):
         if consumer is not None:
             consumer._on_dequeued(msg)
 
+    def _dequeued_many(self, msgs: list[Message]) -> None:
+        for msg in msgs:
+            consumer = msg._consumer
+            if consumer is not None:
+                consumer._on_dequeued(msg)
+
+    async def receive_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages: waits (up to ``timeout_millis``, else ``Timeout``) for
+        the first, then takes whatever else is already in the receiver queue, without waiting."""
+        self._check_open()
+        queue = self._queue
+        out = [await queue.get(None if timeout_millis is None else timeout_millis / 1000)]
+        while len(out) < max_messages:
+            msg = queue.get_nowait()
+            if msg is None:
+                break
+            out.append(msg)
+        self._dequeued_many(out)
+        return out
+
     @abc.abstractmethod
     def _owner_of(self, target: Message | MessageId) -> "Consumer":
         """The single-topic consumer that delivered ``target``."""
@@ -516,9 +536,11 @@ class Consumer(ConsumerBase):
         dlq = self._config.dead_letter_policy
         if dlq is not None and redelivery >= dlq.max_redeliver_count and out:
             self._dlq_candidates[key] = out
+        topic = self._topic
         for m in out:
-            m._id.topic = self._topic  # lets a multi-topic consumer route acks by id alone
-            self._queue.put(m)
+            m._id.topic = topic  # lets a multi-topic consumer route acks by id alone
+        if out:
+            self._queue.put_many(out)
 
     def _on_chunk(self, cmd: Any, meta: Any, payload: memoryview, ledger: int, entry: int, partition: int) -> None:
         done = self._chunks.add(meta.uuid, meta.chunk_id, meta.num_chunks_from_msg, payload, (ledger, entry))

@@ -44,6 +44,15 @@ class MessageQueue(Generic[M]):
             with self._cv:
                 self._cv.notify()
 
+    def put_many(self, items: list[M]) -> None:
+        """Append a whole entry's messages with one wakeup."""
+        self._items.extend(items)
+        if len(self._lot):
+            self._lot.unpark_all()
+        if self._thread_waiters:
+            with self._cv:
+                self._cv.notify_all()
+
     def get_nowait(self) -> M | None:
         try:
             return self._items.popleft()

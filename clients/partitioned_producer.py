@@ -10,6 +10,7 @@ calls ``message_router(message, num_partitions)``.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -17,7 +18,7 @@ import trio
 from . import errors
 from .message_id import MessageId
 from .options import PartitionsRoutingMode
-from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture
+from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture, settle_all
 from .protocol.murmur3 import murmur3_32
 from .topic_name import partition_name
 
@@ -117,9 +118,21 @@ class PartitionedProducer:
 
     async def send(self, content: Any, **kwargs: Any) -> MessageId:
         fut = await self.send_async(content, **kwargs)
-        for child in self._children:
-            child._flush_batch()
+        self.flush_open_batch()
         return await fut.wait()
+
+    async def send_many(self, contents: Iterable[Any]) -> list[MessageId]:
+        """As ``Producer.send_many``, each message routed to its partition."""
+        futures = []
+        for content in contents:
+            msg = self._children[0].make_message(content)
+            futures.append(await self._children[self._route(msg)].queue_waiting(msg))
+        self.flush_open_batch()
+        return await settle_all(futures)
+
+    def flush_open_batch(self) -> None:
+        for child in self._children:
+            child.flush_open_batch()
 
     async def send_async(self, content: Any, callback: Any = None, **kwargs: Any) -> SendFuture:
         msg = self._children[0].make_message(content, **kwargs)

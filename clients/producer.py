@@ -13,7 +13,7 @@ import logging
 import time
 import uuid as uuid_mod
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -201,8 +201,24 @@ class Producer:
     async def send(self, content: bytes, **kwargs: Any) -> MessageId:
         """Send and wait for the broker's receipt."""
         fut = await self.send_async(content, **kwargs)
-        self._flush_batch()  # a synchronous send should not wait for the batch timer
+        self.flush_open_batch()
         return await fut.wait()
+
+    async def send_many(self, contents: Iterable[Any]) -> list[MessageId]:
+        """Send many payloads and wait for all their receipts (ids in order). They are queued
+        as ``send_async`` would (waiting for room when ``max_pending_messages`` are pending,
+        whatever ``block_if_queue_full``), batched, and the open batch is sent at once."""
+        futures = [await self.queue_waiting(self.make_message(c)) for c in contents]
+        self._flush_batch()
+        return await settle_all(futures)
+
+    def flush_open_batch(self) -> None:
+        """Send the open batch now: a synchronous sender should not wait for the batch timer
+        (nor for the connection's writer task)."""
+        self._flush_batch()
+        cnx = self._cnx
+        if cnx is not None:
+            cnx.flush_now()
 
     async def send_async(
         self,
@@ -229,24 +245,32 @@ class Producer:
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
     ) -> SendFuture:
         """Queue one message, waiting for room if ``block_if_queue_full``."""
-        self._check_usable()
         if self._config.block_if_queue_full:
-            try:
-                self._slots.acquire_nowait()  # fast path: no scheduling round per message
-            except trio.WouldBlock:
-                await self._slots.acquire()
-            try:
-                self._check_usable()
-            except errors.PulsarException:
-                self._slots.release()
-                raise
-            fut = self._submit(msg, callback)
+            fut = await self.queue_waiting(msg, callback)
         else:
             fut = self.send_nowait(msg, callback)
         cnx = self._cnx
         if cnx is not None and cnx.buffered > 0:
             await cnx.drain()
         return fut
+
+    async def queue_waiting(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
+    ) -> SendFuture:
+        """Queue one message, waiting for room when ``max_pending_messages`` are pending (the
+        open batch leaves first, since its messages hold room too)."""
+        self._check_usable()
+        try:
+            self._slots.acquire_nowait()  # fast path: no scheduling round per message
+        except trio.WouldBlock:
+            self._flush_batch()
+            await self._slots.acquire()
+            try:
+                self._check_usable()
+            except errors.PulsarException:
+                self._slots.release()
+                raise
+        return self._submit(msg, callback)
 
     def send_nowait(
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None = None
@@ -632,6 +656,16 @@ class Producer:
             if self._pending and trio.current_time() - self._pending[0].created > timeout:
                 # As the C++ client: once the oldest message timed out, fail everything pending.
                 self._fail_pending(errors.Timeout(f"send to {self._topic} timed out after {timeout}s"))
+
+
+async def settle_all(futures: list[SendFuture]) -> list[MessageId]:
+    """Wait for every future; raise the first failure once all settled, else their ids."""
+    for fut in futures:
+        await fut.settled()
+    for fut in futures:
+        if fut.error is not None:
+            raise fut.error
+    return [fut.message_id for fut in futures]  # type: ignore[misc]
 
 
 def _batch_key(msg: OutgoingMessage) -> bytes | str | None:

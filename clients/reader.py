@@ -26,10 +26,19 @@ class Reader:
         self._ack(msg)
         return msg
 
-    def _consumed(self, msg: Message) -> None:
-        """Bookkeeping for a message the blocking facade took from the queue itself."""
-        self._consumer._dequeued(msg)
-        self._ack(msg)
+    async def read_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
+        """The next message (waiting up to ``timeout_millis``) and up to ``max_messages - 1``
+        more already received."""
+        msgs = await self._consumer.receive_many(max_messages, timeout_millis)
+        for msg in msgs:
+            self._ack(msg)
+        return msgs
+
+    def _consumed_many(self, msgs: list[Message]) -> None:
+        """Bookkeeping for messages the blocking facade took from the queue itself."""
+        self._consumer._dequeued_many(msgs)
+        for msg in msgs:
+            self._ack(msg)
 
     def _ack(self, msg: Message) -> None:
         # Acks are meaningless for a non-durable cursor but keep the broker's unacked count low.
