@@ -127,6 +127,7 @@ class Bookie:
                 await trio.aclose_forcefully(listener)
             raise
         await nursery.start(self._run)
+        self.registration.http_port = self.http_port
         await self.registration.register()
         self.state.running = True
         log.info("bookie %s serving on port %d (http %d)", self.bookie_id, self.port, self.http_port)

@@ -748,6 +748,9 @@ ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
 def build_app(service: "BrokerService") -> Starlette:
     api = AdminApi(service)
     routes = [Route(path, getattr(api, handler)(), methods=methods) for path, handler, methods in ROUTE_TABLE]
+    from broker.admin_ops import OPS_ROUTES  # operator routes, kept in their own module
+
+    routes += [Route(path, handler(api), methods=methods) for path, handler, methods in OPS_ROUTES]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     return BodyLimit(app, service.config.http_max_request_size)  # type: ignore[return-value]
 

@@ -317,6 +317,11 @@ class BrokerService:
         names = await self.factory.list_names(prefix)
         found = {str(TopicName.from_managed_ledger_name(n)) for n in names if n.startswith(prefix)}
         found.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
+        # A partitioned topic's partitions are listed from its creation on, as in Pulsar (which
+        # creates them eagerly), not only once a client has used them.
+        for parent in await self.namespaces.partitioned_topics(ns):
+            name = TopicName.parse(parent)
+            found.update(str(name.partition(i)) for i in range(await self.namespaces.partitions(name)))
         return sorted(found)
 
     async def filter_topics(self, topics: list[str], matches: Callable[[str], bool]) -> list[str]:

@@ -90,10 +90,35 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
+# Options every client command accepts before or after the subcommand (as pulsar-client's
+# --url); they travel to the subcommand's option through its environment variable.
+GLOBAL_OPTIONS = {"--url": "QUIRE_SERVICE_URL", "--admin-url": "QUIRE_ADMIN_URL"}
+
+
+def take_global_options(args: list[str], environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """Remove ``--url X`` / ``--admin-url=X`` from anywhere in ``args`` and put them in ``environ``
+    (the last one wins, as a repeated click option does)."""
+    i = 0
+    while i < len(args):
+        name, eq, value = args[i].partition("=")
+        if args[i] == "--":
+            return
+        if name in GLOBAL_OPTIONS and (eq or i + 1 < len(args)):
+            if eq:
+                del args[i]
+            else:
+                value = args[i + 1]
+                del args[i:i + 2]
+            environ[GLOBAL_OPTIONS[name]] = value
+            continue
+        i += 1
+
+
 def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
     global _command
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
+    take_global_options(args)
     _command = next((a for a in args if not a.startswith("-")), "")
     try:
         code = group.main(args, prog_name=prog_name, standalone_mode=False)
@@ -123,4 +148,4 @@ def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = N
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__: list[str] = ["run", "describe", "cause", "NOT_LISTENING"]
+__all__: list[str] = ["run", "describe", "cause", "take_global_options", "GLOBAL_OPTIONS", "NOT_LISTENING"]
