@@ -22,6 +22,7 @@ import trio
 
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
+from quire.cli_types import LOG_LEVEL
 
 log = logging.getLogger(__name__)
 
@@ -88,21 +89,26 @@ async def _run_bookie(config: BookieConfig) -> None:
 
 @click.command("bookie")
 @click.option("--conf", type=click.Path(exists=True, dir_okay=False), help="TOML config file (BookieConfig keys)")
-@click.option("--metadata-url", "metadata_service_uri", help="zk://host:port/chroot, rocksdb:///path or memory://")
-@click.option("--host", "listening_interface", help="interface to listen on (default 127.0.0.1)")
+@click.option("--metadata-url", "metadata_service_uri",
+              help="zk://host:port/chroot, rocksdb:///path or memory:// (default: none, the bookie registers nowhere)")
+@click.option("--bind-address", "--host", "listening_interface",
+              help="interface to listen on (default 127.0.0.1; --host is the old spelling)")
 @click.option("--advertised-address", help="address registered in the metadata store")
 @click.option("--port", "bookie_port", type=int, help="bookie protocol port (default 3181; 0 = any)")
 @click.option("--http-port", "http_server_port", type=int, help="HTTP admin port (default 8000; 0 = any)")
 @click.option("--journal-dir", "journal_directory", help="journal directory")
 @click.option("--ledger-dirs", "ledger_directories", help="comma-separated ledger directories")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BookieConfig key")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True)
 def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
     """Run a bookie: journal + write/read cache + entry logs + RocksDB index."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if flags.get("ledger_directories"):
         flags["ledger_directories"] = [d for d in flags["ledger_directories"].split(",") if d]
     config = build_config(conf, flags, sets)
+    if not config.metadata_service_uri:
+        click.echo("warning: no --metadata-url: this bookie registers nowhere, so no broker can find it "
+                   "(give the cluster's, e.g. --metadata-url zk://127.0.0.1:2181/quire)", err=True)
     # Journal/read worker threads must get the GIL back promptly after fdatasync/pread:
     # with the default 5 ms switch interval a busy event loop delays every group commit.
     sys.setswitchinterval(0.0005)

@@ -19,7 +19,8 @@ import click
 import trio
 
 from broker.config import BrokerConfig, ledger_client_config
-from quire.config import read_toml
+from quire.cli_types import LOG_LEVEL
+from quire.config import read_toml, suggest
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,10 @@ def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...])
     extra: dict[str, Any] = {}
     for item in sets:
         key, sep, raw = item.partition("=")
-        if not sep or key not in fields:
-            raise click.BadParameter(f"unknown or malformed --set {item!r}")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        if key not in fields:
+            raise click.BadParameter(f"unknown broker config key {key!r}{suggest(key, fields)}", param_hint="--set")
         extra[key] = _coerce(fields[key], raw)
     return BrokerConfig.load(conf, **{**{k: v for k, v in flags.items() if v is not None}, **extra})
 
@@ -68,7 +71,7 @@ async def _until_signal(main: Callable[..., Awaitable[None]], *args: Any) -> Non
 
 
 def _logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+    logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
@@ -82,7 +85,7 @@ _common = [
                                               "address, 127.0.0.1 for 0.0.0.0)"),
     click.option("--cluster-name", help="cluster name (default standalone)"),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BrokerConfig key"),
-    click.option("--log-level", default="INFO", show_default=True),
+    click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True),
 ]
 
 
@@ -131,8 +134,10 @@ def standalone(conf: str | None, sets: tuple[str, ...], log_level: str, data_dir
                bookie_port: int | None, bookie_http_port: int | None, **flags: Any) -> None:
     """Run metadata store + bookie + broker in one process."""
     from broker.standalone import run_standalone
+    from quire.data_dir import claim
 
     _logging(log_level)
+    claim(data_dir)  # before anything opens it: locked, writable
     config = build_config(conf, flags, sets)
     client_config = ledger_client_config(conf)
     bookie_overrides: dict[str, Any] = {}

@@ -201,6 +201,7 @@ class ServerConnection:
                 decoded = self.decoder.feed(data)
             except ProtocolError as exc:
                 log.info("closing connection %s: %s", self.address, exc)
+                await self._answer_http(data)
                 return False
             for frame in decoded:
                 try:
@@ -211,6 +212,18 @@ class ServerConnection:
                     keep = self._command_failed(frame.command, exc)
                 if not keep:
                     return False
+
+    async def _answer_http(self, data: bytes) -> None:
+        """An HTTP request on this port: answer in HTTP, naming the admin port (broker/wrong_port.py)."""
+        from broker.wrong_port import http_reply
+
+        reply = http_reply(bytes(data[:8]), self.service.service_url, self.service.web_url)
+        if reply is not None:
+            with trio.move_on_after(1):
+                try:
+                    await self.stream.send_all(reply)
+                except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
+                    pass  # the peer left, or a reply is being written: nothing more to say
 
     async def _drain_outbox(self, timeout: float = 1.0) -> None:
         with trio.move_on_after(timeout):

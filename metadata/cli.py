@@ -22,7 +22,7 @@ from metadata.errors import MetadataError, StoreUnavailableError
 from metadata.store import MetadataStore, Stat
 
 URL_OPTION = click.option(
-    "--url",
+    "--metadata-url", "--url", "url",
     envvar="QUIRE_METADATA_URL",
     required=True,
     help="metadata store URL: zk://host:port/chroot, rocksdb:///path or memory://name (env QUIRE_METADATA_URL)",

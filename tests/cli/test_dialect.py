@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -43,6 +44,9 @@ def test_global_options_are_taken_from_anywhere() -> None:
     take_global_options(args, env)
     assert args == ["produce", "t", "-m", "x"]
     assert env == {"QUIRE_SERVICE_URL": "pulsar://a:1", "QUIRE_ADMIN_URL": "http://b:2"}
+    other = ["metadata", "ls", "/", "--url", "zk://h:1"]  # not a client command: its own --url
+    take_global_options(other, env)
+    assert other == ["metadata", "ls", "/", "--url", "zk://h:1"]
 
 
 def test_sizes_and_durations_as_pulsar_admin_writes_them() -> None:
@@ -112,6 +116,47 @@ def test_admin_verbs(standalone: Standalone) -> None:
     policies = json.loads(ok("admin", "namespaces", "policies", "public/default", *admin))
     assert policies["message_ttl_in_seconds"] == 7200 and "bundles" in policies
     assert json.loads(ok("admin", "tenants", "get", "public", *admin))["allowedClusters"]
+
+
+def test_wrong_ports_and_a_locked_data_dir_are_one_line_errors(standalone: Standalone) -> None:
+    res = quire("produce", "t", "-m", "x", "--url", f"pulsar://127.0.0.1:{standalone.web_port}")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[0] == (
+        f"error: pulsar://127.0.0.1:{standalone.web_port} answered in HTTP: that is the admin/HTTP port; the service "
+        "URL needs the binary protocol port (broker --port, default 6650)")
+    res = quire("admin", "tenants", "list", "--admin-url", f"http://127.0.0.1:{standalone.port}")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[0].startswith(
+        f"Error: this is quire's Pulsar binary protocol port ({standalone.url}); the admin REST API and /metrics "
+        f"are on {standalone.admin}")
+    res = quire("standalone", "--data-dir", str(standalone.data_dir), "--port", "0", "--web-port", "0")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[0] == (
+        f"error: data dir {standalone.data_dir} is in use by another quire process (pid {standalone.proc.pid}): "
+        "stop it, or choose another with --data-dir")
+    res = quire("produce", "persistent://no-tenant/ns/t", "-m", "x", "--url", standalone.url)
+    assert res.stderr.splitlines()[0] == ("error: namespace no-tenant/ns does not exist: create it with "
+                                          "`quire admin namespaces create no-tenant/ns`")
+    res = quire("produce", "a//b", "-m", "x", "--url", standalone.url)
+    assert res.returncode == 1 and res.stderr.startswith("error: invalid topic name 'a//b': write NAME")
+    res = quire("produce", "t", "-m", "x", "-p", "novalue", "--url", standalone.url)
+    assert res.returncode == 2 and "property 'novalue' is not key=value" in res.stderr
+    holder = subprocess.Popen([sys.executable, "-m", "quire", "consume", "conflict", "-s", "s", "-n", "0",
+                               "--url", standalone.url], stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the holder's Exclusive consumer is attached
+            stats = quire("admin", "topics", "stats", "conflict", "--admin-url", standalone.admin)
+            if stats.returncode == 0 and json.loads(stats.stdout)["subscriptions"].get("s", {}).get("consumers"):
+                break
+            time.sleep(0.3)
+        res = quire("consume", "conflict", "-s", "s", "-t", "shared", "--timeout", "1", "--url", standalone.url)
+        assert res.stderr.splitlines()[0] == (
+            "error: subscription s is Exclusive, not Shared: use -t Exclusive, another subscription name, or close "
+            "its other consumers first")
+    finally:
+        holder.terminate()
+        holder.wait(30)
 
 
 def test_cluster_status_of_a_standalone(standalone: Standalone) -> None:
