@@ -134,7 +134,11 @@ def _ledger_dirs(ledger_dirs: str) -> list[Path]:
 
 @click.group("bookie-shell")
 def bookie_shell() -> None:
-    """Inspect a bookie's journal, entry logs and index (run it while the bookie is stopped)."""
+    """Inspect a bookie's journal, entry logs and index.
+
+    The reading commands work on a running bookie too: they open its indexes read-only, a
+    snapshot of the moment they start (entries still in the write cache are not in it yet).
+    rebuild-index writes, so it needs the bookie stopped."""
 
 
 @bookie_shell.command("last-mark")
@@ -159,8 +163,8 @@ def list_ledgers(ledger_dirs: str) -> None:
     from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex
 
     for cur in _ledger_dirs(ledger_dirs):
-        states = LedgerMetadataIndex(cur / "ledgers")
-        locations = EntryLocationIndex(cur / "locations")
+        states = LedgerMetadataIndex(cur / "ledgers", read_only=True)
+        locations = EntryLocationIndex(cur / "locations", read_only=True)
         try:
             for lid, st in sorted(states.load_all().items()):
                 row = {"ledger": lid, "fenced": st.fenced, "deleted": st.deleted, "lac": st.lac,
@@ -183,7 +187,7 @@ def read_entry(ledger_dirs: str, ledger_id: int, entry_id: int) -> None:
 
     dirs = _ledger_dirs(ledger_dirs)
     cur = dirs[ledger_id % len(dirs)]
-    locations = EntryLocationIndex(cur / "locations")
+    locations = EntryLocationIndex(cur / "locations", read_only=True)
     try:
         loc = locations.get(ledger_id, entry_id)
     finally:

@@ -12,6 +12,8 @@ a run in every ledger dir; ``GET /api/v1/bookie/gc`` -> ``{"is_in_force_gc": "tr
 ``PUT /api/v1/bookie/gc/resume_compaction`` (``{"resumeMajor", "resumeMinor"}``);
 ``GET /api/v1/bookie/entry_logs`` every entry log with its ledgers, usage and age;
 ``GET|PUT /api/v1/bookie/state/readonly`` (``{"readOnly": bool}``) manual read-only mode.
+BookKeeper's ``/heartbeat``, ``/api/v1/bookie/list_bookies`` and ``/api/v1/ledger/list|metadata``
+live in bookie/http_admin.py, as does the ``bookie_ledger_dir_bytes`` gauge of ``/metrics``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from bookie.http_admin import ledger_dir_bytes
+from bookie.http_admin import routes as operator_routes
 
 from quire.http_guard import guard_connections
 
@@ -149,6 +154,7 @@ def build_app(bookie: "Bookie") -> Starlette:
 
     async def metrics(_: Request) -> Response:
         bookie.publish_metrics()
+        await ledger_dir_bytes(bookie)
         return Response(bookie.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return Starlette(
@@ -162,6 +168,7 @@ def build_app(bookie: "Bookie") -> Starlette:
             Route("/api/v1/bookie/entry_logs", entry_logs),
             Route("/api/v1/bookie/state/readonly", readonly, methods=["GET", "PUT"]),
             Route("/metrics", metrics),
+            *operator_routes(bookie),  # bookie/http_admin.py: heartbeat, list_bookies, ledger list/metadata
         ]
     )
 

@@ -772,7 +772,7 @@ async def serve_admin(service: "BrokerService", host: str, port: int, *,
     guard_connections()
     config = Config()
     config.bind = [f"{host}:{port}"]
-    config.accesslog = None
+    config.accesslog = logging.getLogger(f"{__name__}.access") if service.config.http_access_log_enabled else None
     config.errorlog = logging.getLogger(f"{__name__}.http")
     config.graceful_timeout = 1.0
 

@@ -84,6 +84,8 @@ _common = [
     click.option("--advertised-address", help="address clients are told to connect to (default: the bind "
                                               "address, 127.0.0.1 for 0.0.0.0)"),
     click.option("--cluster-name", help="cluster name (default standalone)"),
+    click.option("--access-log", "http_access_log_enabled", is_flag=True, default=None,
+                 help="log every admin HTTP request (http_access_log_enabled)"),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BrokerConfig key"),
     click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True),
 ]

@@ -182,6 +182,9 @@ class ServerConnection:
                     await self.stream.aclose()
 
     def _cleanup(self) -> None:
+        if self.producers or self.consumers:
+            log.info("connection %s closed: its %d producers and %d consumers close with it", self.address,
+                     len(self.producers), len(self.consumers))
         for p in list(self.producers.values()):
             p.topic.remove_producer(p)
         self.producers.clear()
@@ -498,6 +501,7 @@ class ServerConnection:
                     return
             self.write(C.producer_success(c.request_id, pname, topic.last_sequence_id(pname),
                                           schema_version=schema_version, topic_epoch=producer.epoch))
+            log.info("producer %s opened on %s from %s", pname, name, self.address)
         finally:
             self._creating_producers.discard(pid)
 
@@ -547,6 +551,7 @@ class ServerConnection:
         producer = self.producers.pop(c.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
+            log.info("producer %s closed on %s from %s", producer.name, producer.topic.name, self.address)
         self._producer_closed(c.producer_id)
         self.write(C.success(c.request_id))
 
@@ -599,6 +604,9 @@ class ServerConnection:
             if self.consumers.get(cid) is not consumer:
                 return  # closed meanwhile
             self.write(C.success(c.request_id))
+            log.info("consumer %s opened on %s subscription %s (%s) from %s", consumer.name, name,
+                     consumer.subscription.name if consumer.subscription else c.subscription,
+                     pb.CommandSubscribe.SubType.Name(c.subType), self.address)
             self._ready_consumers.add(cid)
             if cid in self._early_active:
                 self.write(C.active_consumer_change(cid, self._early_active.pop(cid)))
@@ -647,6 +655,8 @@ class ServerConnection:
         self._ready_consumers.discard(c.consumer_id)
         if consumer is not None and consumer.subscription is not None:
             consumer.subscription.remove_consumer(consumer)
+            log.info("consumer %s closed on %s subscription %s from %s", consumer.name,
+                     consumer.subscription.topic.name, consumer.subscription.name, self.address)
         self.write(C.success(c.request_id))
 
     def _consumer(self, consumer_id: int) -> Consumer:

@@ -9,6 +9,8 @@ subscriptions and dedup state are restored.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 import logging
 import time
@@ -116,7 +118,7 @@ class BrokerService:
     async def shutdown(self) -> None:
         with trio.move_on_after(15):
             for topic in list(self.topics.values()):
-                await topic.close(disconnect_clients=True)
+                await topic.close(disconnect_clients=True, reason="the broker is shutting down")
         if self.ownership is not None:
             with trio.move_on_after(2):
                 try:
@@ -139,7 +141,7 @@ class BrokerService:
         if self.ownership is not None:
             self.ownership.owned.clear()
         for topic in list(self.topics.values()):
-            self.spawn(topic.close)
+            self.spawn(functools.partial(topic.close, reason="the metadata session was lost"))
         self.spawn(self._reregister)
 
     async def _reregister(self) -> None:
@@ -297,10 +299,10 @@ class BrokerService:
         try:
             await topic.initialize()
         except BaseException:
-            await topic.close(disconnect_clients=False)
+            await topic.close(disconnect_clients=False, reason="its initialization failed")
             raise
         self.topics[str(name)] = topic
-        log.info("loaded topic %s", name)
+        log.info("loaded topic %s (%d subscriptions)", name, len(topic.subscriptions))
         return topic
 
     def ml_config(self, policies: dict[str, Any]) -> ManagedLedgerConfig:
@@ -336,7 +338,7 @@ class BrokerService:
             if not await self.topic_exists(name):
                 raise TopicNotFoundError(f"Topic {name} not found")
             return
-        await topic.close(disconnect_clients=True)
+        await topic.close(disconnect_clients=True, reason="unload requested (admin)")
 
     async def unload_bundle(self, ns: NamespaceName, bundle: str) -> None:
         """Pulsar's bundle unload: stop taking lookups for it, close its topics (cursors
@@ -349,7 +351,7 @@ class BrokerService:
         try:
             for topic in list(self.topics.values()):
                 if topic.name.namespace_name == ns and bundle_of(topic.name, policies["bundles"]["boundaries"]) == bundle:
-                    await topic.close(disconnect_clients=True)
+                    await topic.close(disconnect_clients=True, reason=f"its bundle {ns}/{bundle} is unloading")
             await own.release(path)
         finally:
             own.disabled.discard(path)
@@ -361,7 +363,7 @@ class BrokerService:
         if topic is not None:
             if not force and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
                 raise NotAllowedError("Topic has active producers/subscriptions")
-            await topic.close(disconnect_clients=True)
+            await topic.close(disconnect_clients=True, reason="deleted (admin)")
         await self.factory.delete(name.managed_ledger_name)
 
     async def on_policies_changed(self, ns: NamespaceName) -> None:
