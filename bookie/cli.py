@@ -129,7 +129,12 @@ def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
 
 
 def _ledger_dirs(ledger_dirs: str) -> list[Path]:
-    return [Path(d) / "current" for d in ledger_dirs.split(",") if d]
+    dirs = [Path(d) / "current" for d in ledger_dirs.split(",") if d]
+    for cur in dirs:
+        if not cur.is_dir():
+            raise click.ClickException(f"{cur.parent} is not a bookie ledger dir (no current/ inside): give the "
+                                       "bookie's --ledger-dirs (a standalone's: DATA_DIR/bookkeeper/ledgers)")
+    return dirs
 
 
 @click.group("bookie-shell")

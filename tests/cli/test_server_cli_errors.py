@@ -100,3 +100,9 @@ def test_a_bookie_without_a_metadata_url_warns(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
+
+
+def test_bookie_shell_on_a_wrong_dir_is_one_line(tmp_path: Path) -> None:
+    line = one_line_error(quire("bookie-shell", "list-ledgers", "--ledger-dirs", str(tmp_path)))
+    assert line == (f"Error: {tmp_path} is not a bookie ledger dir (no current/ inside): give the bookie's "
+                    "--ledger-dirs (a standalone's: DATA_DIR/bookkeeper/ledgers)")
