@@ -70,14 +70,20 @@ async def _nth_after(api: "AdminApi", name: TopicName, start: Position, n: int, 
     return entry.position, bytes(entry.data)
 
 
+async def _one_partition_here(api: "AdminApi", request: Request, name: TopicName, verb: str) -> Response | None:
+    """For a verb on one non-partitioned topic: 412 for a partitioned topic's parent, a 307 to
+    the owner when another broker serves the topic, None when this broker does."""
+    if await api.ns.partitions(name):
+        raise PreconditionFailedError(f"{name} is a partitioned topic: {verb} one of its partitions (-partition-N)")
+    return await api._owner_redirect(request, name)
+
+
 @_wrap
 async def peek_messages(api: "AdminApi", request: Request) -> Any:
     """GET .../subscription/{sub}/position/{n}: the n-th unacknowledged message of a subscription."""
     name = api._topic(request)
     n = int_field("messagePosition", request.path_params["n"], 1, INT64_MAX, precondition_below=1)
-    if await api.ns.partitions(name):
-        raise PreconditionFailedError(f"{name} is a partitioned topic: peek one of its partitions (-partition-N)")
-    redirect = await api._owner_redirect(request, name)
+    redirect = await _one_partition_here(api, request, name, "peek")
     if redirect is not None:
         return redirect
     topic = await api._loaded(name)
@@ -98,9 +104,7 @@ async def examine_message(api: "AdminApi", request: Request) -> Any:
         n = int_field("messagePosition", int(raw), 1, INT64_MAX, precondition_below=1)
     except ValueError:
         raise BadRequestError(f"messagePosition must be an integer, got {raw!r}") from None
-    if await api.ns.partitions(name):
-        raise PreconditionFailedError(f"{name} is a partitioned topic: examine one of its partitions (-partition-N)")
-    redirect = await api._owner_redirect(request, name)
+    redirect = await _one_partition_here(api, request, name, "examine")
     if redirect is not None:
         return redirect
     topic = await api._loaded(name)
@@ -141,9 +145,7 @@ async def expire_messages(api: "AdminApi", request: Request) -> Any:
 async def terminate(api: "AdminApi", request: Request) -> Any:
     """POST .../terminate: no more messages may be published; answers the last message id."""
     name = api._topic(request)
-    if await api.ns.partitions(name):
-        raise PreconditionFailedError(f"{name} is a partitioned topic: terminate its partitions (-partition-N)")
-    redirect = await api._owner_redirect(request, name)
+    redirect = await _one_partition_here(api, request, name, "terminate")
     if redirect is not None:
         return redirect
     pos = await (await api._loaded(name)).ml.terminate()
