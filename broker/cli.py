@@ -101,7 +101,8 @@ def _apply(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], 
 
 @click.command()
 @_apply(_common)
-@click.option("--metadata-url", "metadata_store_url", help="zk://host:port/chroot or rocksdb:///path")
+@click.option("--metadata-url", "metadata_store_url",
+              help="zk://host:port/chroot or rocksdb:///path (default zk://127.0.0.1:2181)")
 def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
     """Run a broker; bookies are found through the metadata store."""
     from broker.service import run_broker
