@@ -5,8 +5,9 @@
 * bookies: ``/ledgers/available/<id>`` (writable) and ``/ledgers/available/readonly/<id>``,
   with free/total disk from each bookie's ``/api/v1/bookie/info`` (null when it does not answer);
 * bundle owners: ``/namespace/<tenant>/<ns>/<bundle>`` (Pulsar's ownership nodes);
-* under-replicated ledgers: the ``urL<id>`` leaves under ``/ledgers/underreplication/ledgers``
-  (BookKeeper's layout; empty when nothing is under-replicated or no auditor runs).
+* under-replicated ledgers: the ledger nodes under ``/ledgers/underreplication/ledgers`` (the
+  auditor's marks, laid out as ledger metadata paths), with the replicas each misses; empty when
+  nothing is under-replicated or no auditor runs.
 
 Pure reads: safe against a live cluster, and the same code serves the admin route
 ``/admin/v2/quire/cluster-status`` and ``quire cluster-status --metadata-url``.
@@ -118,23 +119,21 @@ async def _bundle_owners(store: MetadataStore) -> list[dict[str, Any]]:
     return rows
 
 
-async def _under_replicated(store: MetadataStore) -> list[int]:
-    found: list[int] = []
+async def _under_replicated(store: MetadataStore) -> list[dict[str, Any]]:
+    """Marked ledgers, ascending, with the replicas they miss (the auditor's value)."""
+    from metadata.ledger_ids import iter_ledger_ids, ledger_path
 
-    async def walk(path: str) -> None:
-        for child in await _children(store, path):
+    found: list[dict[str, Any]] = []
+    try:
+        async for lid in iter_ledger_ids(store, root=UNDER_REPLICATED):
+            value = _plain(await _data(store, ledger_path(lid, UNDER_REPLICATED)))
+            missing = value.get("missing_replicas", []) if isinstance(value, dict) else []
+            found.append({"ledger": lid, "missingReplicas": missing})
             if len(found) >= MAX_UNDER_REPLICATED:
-                return
-            if child.startswith("urL"):
-                try:
-                    found.append(int(child[3:]))
-                except ValueError:
-                    pass
-            else:
-                await walk(f"{path}/{child}")
-
-    await walk(UNDER_REPLICATED)
-    return sorted(found)
+                break
+    except NotFoundError:
+        pass
+    return found
 
 
 async def collect(store: MetadataStore) -> dict[str, Any]:
@@ -170,8 +169,11 @@ def render(status: dict[str, Any]) -> str:
         flag = " (unloading)" if r["disabled"] else ""
         lines.append(f"  {r['namespace']}/{r['bundle']:<24} {r['owner']}{flag}")
     ur = status["underReplicatedLedgers"]
-    lines.append(f"under-replicated ledgers ({len(ur)}): {', '.join(map(str, ur[:50])) or 'none'}"
-                 + (" ..." if len(ur) > 50 else ""))
+    lines.append(f"under-replicated ledgers ({len(ur)}){':' if ur else ': none'}")
+    for row in ur[:50]:
+        lines.append(f"  ledger {row['ledger']:<12} missing replicas on {', '.join(row['missingReplicas']) or '?'}")
+    if len(ur) > 50:
+        lines.append(f"  ... {len(ur) - 50} more (--json lists them all)")
     return "\n".join(lines)
 
 
