@@ -65,6 +65,9 @@ def test_admin_errors_say_what_to_do() -> None:
     line = for_a_person("DELETE", "/admin/v2/persistent/t/n/x", 412, "persistent://t/n/x is a partitioned topic: x")
     assert "use --partitioned" in line
     assert "quire admin tenants create" in for_a_person("PUT", "/p", 404, "Tenant nope does not exist")
+    assert for_a_person("GET", "/p", 404, "Topic persistent://a/b/c does not exist") == (
+        "Topic persistent://a/b/c does not exist: list them with `quire admin topics list TENANT/NAMESPACE` "
+        "(GET /p: HTTP 404)")
 
 
 # -- against a standalone ------------------------------------------------------------------------
