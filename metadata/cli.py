@@ -47,6 +47,12 @@ async def _open(url: str, timeout: float, read_only: bool) -> MetadataStore:
     return await open_rocksdb_store(path, read_only=True)
 
 
+async def open_for_reading(url: str, timeout: float = 10.0) -> MetadataStore:
+    """A store to read from: a running standalone's embedded database as a read-only snapshot
+    (`quire cluster-status --metadata-url rocksdb://...` uses it too)."""
+    return await _open(url, timeout, read_only=True)
+
+
 def _run(
     url: str, timeout: float, action: Callable[[MetadataStore], Awaitable[Any]], *, read_only: bool = False
 ) -> Any:

@@ -18,7 +18,9 @@ from quire.admin_cli import AdminClient
 @click.command("cluster-status")
 @click.option("--admin-url", default="http://localhost:8080", envvar="QUIRE_ADMIN_URL", show_default=True,
               help="any broker's admin URL (also QUIRE_ADMIN_URL)")
-@click.option("--metadata-url", default=None, help="read the metadata store directly instead (zk://host:port/chroot)")
+@click.option("--metadata-url", default=None,
+              help="read the metadata store directly instead (zk://host:port/chroot, or a standalone's "
+                   "rocksdb:///DATA_DIR/metadata as a read-only snapshot)")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON the admin endpoint answers")
 def cluster_status(admin_url: str, metadata_url: str | None, as_json: bool) -> None:
     """Brokers (with their load reports), bookies (writable / read-only, disk), bundle owners and
@@ -30,9 +32,9 @@ def cluster_status(admin_url: str, metadata_url: str | None, as_json: bool) -> N
 
         async def main() -> dict[str, Any]:
             from broker.cluster_status import collect
-            from metadata import open_store
+            from metadata.cli import open_for_reading
 
-            store = await open_store(metadata_url)
+            store = await open_for_reading(metadata_url)
             try:
                 return await collect(store)
             finally:

@@ -172,3 +172,7 @@ def test_cluster_status_of_a_standalone(standalone: Standalone) -> None:
     assert status["underReplicatedLedgers"] == []
     text = ok("cluster-status", "--admin-url", standalone.admin)
     assert "brokers (1):" in text and "1 writable" in text and "under-replicated ledgers (0)" in text
+    # the store itself, without a broker: a running standalone's database as a read-only snapshot
+    direct = json.loads(ok("cluster-status", "--json", "--metadata-url", f"rocksdb://{standalone.data_dir}/metadata"))
+    assert [b["id"] for b in direct["brokers"]] == [b["id"] for b in status["brokers"]]
+    assert [b["id"] for b in direct["bookies"]] == [b["id"] for b in status["bookies"]]

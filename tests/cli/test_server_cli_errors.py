@@ -106,3 +106,9 @@ def test_bookie_shell_on_a_wrong_dir_is_one_line(tmp_path: Path) -> None:
     line = one_line_error(quire("bookie-shell", "list-ledgers", "--ledger-dirs", str(tmp_path)))
     assert line == (f"Error: {tmp_path} is not a bookie ledger dir (no current/ inside): give the bookie's "
                     "--ledger-dirs (a standalone's: DATA_DIR/bookkeeper/ledgers)")
+
+
+def test_metadata_url_is_the_store_flag_of_quire_metadata_too() -> None:
+    port = free_port()
+    line = one_line_error(quire("metadata", "ls", "/", "--metadata-url", f"zk://127.0.0.1:{port}/x", "--timeout", "3"))
+    assert f"cannot connect to ZooKeeper at 127.0.0.1:{port}" in line
