@@ -231,11 +231,16 @@ class ConsumerWorker:
             close_within(self._consumer, self.name, OPERATION_TIMEOUT_S + 5)
 
 
-def drain(lib: Lib, spec: SubscriptionSpec, history: History, quiet_s: float, max_s: float) -> int:
+DRAIN_STALL_S = 45.0  # a drain that receives nothing this long while sends are missing gives up
+
+
+def drain(lib: Lib, spec: SubscriptionSpec, history: History, quiet_s: float, max_s: float,
+          stall_s: float = DRAIN_STALL_S) -> int:
     """Receive the rest of a subscription with one new consumer: until every acknowledged send
     was received and `quiet_s` passed without a message (redeliveries may still come), or
-    `max_s` at most (a topic still recovering must not pass for a lost message). Returns how
-    many messages it received."""
+    nothing arrived for `stall_s` while sends are still missing (they are lost), or `max_s` at
+    most. A long run's unread audit backlog takes minutes to read: the drain goes on while it
+    makes progress, so a slow drain is not reported as loss. Returns how many it received."""
     worker = ConsumerWorker(lib, spec, f"{spec.name}-drain", history, drain=True)
     deadline = time.monotonic() + max_s
     timer = threading.Timer(max_s, worker.stop.set)  # subscribe retries end with the drain too
@@ -248,7 +253,8 @@ def drain(lib: Lib, spec: SubscriptionSpec, history: History, quiet_s: float, ma
         missing = history.missing(spec.topic, spec.name)
         while time.monotonic() < deadline:
             missing = history.missing(spec.topic, spec.name, missing)
-            if time.monotonic() - worker.last_receive >= quiet_s and not missing:
+            idle = time.monotonic() - worker.last_receive
+            if (idle >= quiet_s and not missing) or idle >= stall_s:
                 break
             time.sleep(0.5)
     finally:
