@@ -147,7 +147,8 @@ class LocalCluster:
         for child in reversed(self.children):  # brokers, then bookies, then ZooKeeper
             if child.proc is not None:
                 code = child.stop(timeout)
-                click.echo(f"stopped {child.name} (exit {code})", err=True)
+                how = ", its normal end on SIGTERM" if code in (143, -signal.SIGTERM) else ""  # Java: 128 + 15
+                click.echo(f"stopped {child.name} (exit {code}{how})", err=True)
 
     def dead(self) -> Child | None:
         return next((c for c in self.children if not c.alive()), None)
