@@ -139,6 +139,7 @@ class Bookie:
                 await trio.aclose_forcefully(listener)
             raise
         await nursery.start(self._run)
+        self.registration.http_port = self.http_port
         await self.registration.register()
         if self.store is not None and cfg.bookie_rack:
             # rack-aware placement reads it (persistent: a down bookie's rack still counts)

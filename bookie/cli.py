@@ -22,6 +22,7 @@ import trio
 
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
+from quire.cli_types import LOG_LEVEL
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,10 @@ async def _run_bookie(config: BookieConfig) -> None:
 
 @click.command("bookie")
 @click.option("--conf", type=click.Path(exists=True, dir_okay=False), help="TOML config file (BookieConfig keys)")
-@click.option("--metadata-url", "metadata_service_uri", help="zk://host:port/chroot, rocksdb:///path or memory://")
-@click.option("--host", "listening_interface", help="interface to listen on (default 127.0.0.1)")
+@click.option("--metadata-url", "metadata_service_uri",
+              help="zk://host:port/chroot, rocksdb:///path or memory:// (default: none, the bookie registers nowhere)")
+@click.option("--bind-address", "--host", "listening_interface",
+              help="interface to listen on (default 127.0.0.1; --host is the old spelling)")
 @click.option("--advertised-address", help="address registered in the metadata store")
 @click.option("--port", "bookie_port", type=int, help="bookie protocol port (default 3181; 0 = any)")
 @click.option("--http-port", "http_server_port", type=int, help="HTTP admin port (default 8000; 0 = any)")
@@ -97,13 +100,16 @@ async def _run_bookie(config: BookieConfig) -> None:
 @click.option("--ledger-dirs", "ledger_directories", help="comma-separated ledger directories")
 @click.option("--rack", "bookie_rack", help="rack of this bookie for rack-aware placement (/bookies/<id>/rack)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BookieConfig key")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True)
 def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
     """Run a bookie: journal + write/read cache + entry logs + RocksDB index."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if flags.get("ledger_directories"):
         flags["ledger_directories"] = [d for d in flags["ledger_directories"].split(",") if d]
     config = build_config(conf, flags, sets)
+    if not config.metadata_service_uri:
+        click.echo("warning: no --metadata-url: this bookie registers nowhere, so no broker can find it "
+                   "(give the cluster's, e.g. --metadata-url zk://127.0.0.1:2181/quire)", err=True)
     # Journal/read worker threads must get the GIL back promptly after fdatasync/pread:
     # with the default 5 ms switch interval a busy event loop delays every group commit.
     sys.setswitchinterval(0.0005)
@@ -124,12 +130,21 @@ def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
 
 
 def _ledger_dirs(ledger_dirs: str) -> list[Path]:
-    return [Path(d) / "current" for d in ledger_dirs.split(",") if d]
+    dirs = [Path(d) / "current" for d in ledger_dirs.split(",") if d]
+    for cur in dirs:
+        if not cur.is_dir():
+            raise click.ClickException(f"{cur.parent} is not a bookie ledger dir (no current/ inside): give the "
+                                       "bookie's --ledger-dirs (a standalone's: DATA_DIR/bookkeeper/ledgers)")
+    return dirs
 
 
 @click.group("bookie-shell")
 def bookie_shell() -> None:
-    """Inspect a bookie's journal, entry logs and index (run it while the bookie is stopped)."""
+    """Inspect a bookie's journal, entry logs and index.
+
+    The reading commands work on a running bookie too: they open its indexes read-only, a
+    snapshot of the moment they start (entries still in the write cache are not in it yet).
+    rebuild-index writes, so it needs the bookie stopped."""
 
 
 @bookie_shell.command("last-mark")
@@ -154,8 +169,8 @@ def list_ledgers(ledger_dirs: str) -> None:
     from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex
 
     for cur in _ledger_dirs(ledger_dirs):
-        states = LedgerMetadataIndex(cur / "ledgers")
-        locations = EntryLocationIndex(cur / "locations")
+        states = LedgerMetadataIndex(cur / "ledgers", read_only=True)
+        locations = EntryLocationIndex(cur / "locations", read_only=True)
         try:
             for lid, st in sorted(states.load_all().items()):
                 row = {"ledger": lid, "fenced": st.fenced, "deleted": st.deleted, "lac": st.lac,
@@ -178,7 +193,7 @@ def read_entry(ledger_dirs: str, ledger_id: int, entry_id: int) -> None:
 
     dirs = _ledger_dirs(ledger_dirs)
     cur = dirs[ledger_id % len(dirs)]
-    locations = EntryLocationIndex(cur / "locations")
+    locations = EntryLocationIndex(cur / "locations", read_only=True)
     try:
         loc = locations.get(ledger_id, entry_id)
     finally:

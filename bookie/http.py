@@ -14,6 +14,8 @@ a run in every ledger dir; ``GET /api/v1/bookie/gc`` -> ``{"is_in_force_gc": "tr
 ``GET|PUT /api/v1/bookie/state/readonly`` (``{"readOnly": bool}``) manual read-only mode.
 ``GET|PUT /api/v1/bookie/fault/journal_sync_delay`` (``{"delayMs": int}``) a slow journal disk,
 for fault-injection tests; PUT only with ``allow_fault_injection``.
+BookKeeper's ``/heartbeat``, ``/api/v1/bookie/list_bookies`` and ``/api/v1/ledger/list|metadata``
+live in bookie/http_admin.py, as does the ``bookie_ledger_dir_bytes`` gauge of ``/metrics``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from bookie.http_admin import ledger_dir_bytes
+from bookie.http_admin import routes as operator_routes
 
 from quire.http_guard import guard_connections
 
@@ -169,6 +174,7 @@ def build_app(bookie: "Bookie") -> Starlette:
 
     async def metrics(_: Request) -> Response:
         bookie.publish_metrics()
+        await ledger_dir_bytes(bookie)
         return Response(bookie.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     app = Starlette(
@@ -183,6 +189,7 @@ def build_app(bookie: "Bookie") -> Starlette:
             Route("/api/v1/bookie/state/readonly", readonly, methods=["GET", "PUT"]),
             Route("/api/v1/bookie/fault/journal_sync_delay", journal_sync_delay, methods=["GET", "PUT"]),
             Route("/metrics", metrics),
+            *operator_routes(bookie),  # bookie/http_admin.py: heartbeat, list_bookies, ledger list/metadata
         ]
     )
     return app if bookie.authenticator is None else _RequireToken(app, bookie)  # type: ignore[return-value]

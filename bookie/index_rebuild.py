@@ -24,7 +24,7 @@ _BATCH = 10_000
 
 
 def _dead_ledgers(cur: Path) -> set[int]:
-    states = LedgerMetadataIndex(cur / "ledgers")
+    states = LedgerMetadataIndex(cur / "ledgers", read_only=True)  # a running bookie holds it open
     try:
         return {lid for lid, st in states.load_all().items() if st.deleted}
     finally:

@@ -41,6 +41,8 @@ class BookieMetrics:
         )
         self.checkpoint_entries = Counter("bookie_checkpoint_entries", "Entries flushed to entry logs", registry=r)
         self.ledgers = Gauge("bookie_ledgers", "Ledgers known to this bookie", registry=r)
+        self.ledger_dir_bytes = Gauge("bookie_ledger_dir_bytes", "Bytes stored in a ledger dir (entry logs, indexes)",
+                                      ["dir"], registry=r)
         self.read_only = Gauge("bookie_read_only", "1 while the bookie is read-only", registry=r)
         self.connections = Gauge("bookie_connections", "Open client connections", registry=r)
         # garbage collection (bookie.garbage_collector)

@@ -58,6 +58,7 @@ class Registration:
         self.metrics = metrics
         self.disk_usage = disk_usage
         self._registered_path: str | None = None
+        self.http_port = 0  # set by the bookie once its HTTP server is bound
         self._session_lost = trio.Event()
         self._mode_changed = trio.Event()
 
@@ -92,7 +93,8 @@ class Registration:
         return f"{READONLY_PATH if read_only else AVAILABLE_PATH}/{self.config.bookie_id}"
 
     def _info(self) -> bytes:
-        return pack({"bookie_id": self.config.bookie_id, "http_port": self.config.http_server_port,
+        # The bound HTTP port (the configured one may be 0 = any): `quire cluster-status` asks it for disk usage.
+        return pack({"bookie_id": self.config.bookie_id, "http_port": self.http_port or self.config.http_server_port,
                      "read_only": self.state.read_only, "started_at": self.state.started_at})
 
     async def register(self) -> None:

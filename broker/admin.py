@@ -954,6 +954,9 @@ def build_app(service: "BrokerService") -> Starlette:
     api = AdminApi(service)
     routes = [Route(path, getattr(api, handler)(access), methods=list(access))
               for path, handler, access in ROUTE_TABLE]
+    from broker.admin_ops import OPS_ROUTES  # operator routes, kept in their own module
+
+    routes += [Route(path, handler(api, access), methods=list(access)) for path, handler, access in OPS_ROUTES]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     return BodyLimit(app, service.config.http_max_request_size)  # type: ignore[return-value]
 
@@ -994,7 +997,7 @@ async def serve_admin(service: "BrokerService", host: str, port: int, *,
         config.tls = tls
         config.insecure_bind = config.bind
         config.bind = [f"{host}:{tls_port}"]
-    config.accesslog = None
+    config.accesslog = logging.getLogger(f"{__name__}.access") if service.config.http_access_log_enabled else None
     config.errorlog = logging.getLogger(f"{__name__}.http")
     config.graceful_timeout = 1.0
 

@@ -19,7 +19,8 @@ import click
 import trio
 
 from broker.config import BrokerConfig, ledger_client_config
-from quire.config import read_toml
+from quire.cli_types import LOG_LEVEL
+from quire.config import read_toml, suggest
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,10 @@ def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...])
     extra: dict[str, Any] = {}
     for item in sets:
         key, sep, raw = item.partition("=")
-        if not sep or key not in fields:
-            raise click.BadParameter(f"unknown or malformed --set {item!r}")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        if key not in fields:
+            raise click.BadParameter(f"unknown broker config key {key!r}{suggest(key, fields)}", param_hint="--set")
         extra[key] = _coerce(fields[key], raw)
     return BrokerConfig.load(conf, **{**{k: v for k, v in flags.items() if v is not None}, **extra})
 
@@ -70,7 +73,7 @@ async def _until_signal(main: Callable[..., Awaitable[None]], *args: Any) -> Non
 
 
 def _logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+    logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
@@ -83,8 +86,10 @@ _common = [
     click.option("--advertised-address", help="address clients are told to connect to (default: the bind "
                                               "address, 127.0.0.1 for 0.0.0.0)"),
     click.option("--cluster-name", help="cluster name (default standalone)"),
+    click.option("--access-log", "http_access_log_enabled", is_flag=True, default=None,
+                 help="log every admin HTTP request (http_access_log_enabled)"),
     click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="any other BrokerConfig key"),
-    click.option("--log-level", default="INFO", show_default=True),
+    click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True),
 ]
 
 
@@ -98,7 +103,8 @@ def _apply(options: list[Callable[..., Any]]) -> Callable[[Callable[..., Any]], 
 
 @click.command()
 @_apply(_common)
-@click.option("--metadata-url", "metadata_store_url", help="zk://host:port/chroot or rocksdb:///path")
+@click.option("--metadata-url", "metadata_store_url",
+              help="zk://host:port/chroot or rocksdb:///path (default zk://127.0.0.1:2181)")
 def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any) -> None:
     """Run a broker; bookies are found through the metadata store."""
     from broker.service import run_broker
@@ -133,8 +139,10 @@ def standalone(conf: str | None, sets: tuple[str, ...], log_level: str, data_dir
                bookie_port: int | None, bookie_http_port: int | None, **flags: Any) -> None:
     """Run metadata store + bookie + broker in one process."""
     from broker.standalone import run_standalone
+    from quire.data_dir import claim
 
     _logging(log_level)
+    claim(data_dir)  # before anything opens it: locked, writable
     config = build_config(conf, flags, sets)
     client_config = ledger_client_config(conf)
     bookie_overrides: dict[str, Any] = {}

@@ -35,6 +35,8 @@ class BrokerConfig:
     # Admin HTTP: bodies above this many bytes answer 413 (Pulsar's httpMaxRequestSize,
     # whose default -1 = unlimited; admin bodies are small JSON). <= 0: no cap.
     http_max_request_size: int = 1024 * 1024
+    # One INFO line per admin HTTP request (logger broker.admin.access; Pulsar logs them with Jetty's request log).
+    http_access_log_enabled: bool = False
 
     # Protocol
     max_message_size: int = 5 * 1024 * 1024

@@ -203,6 +203,9 @@ class ServerConnection:
                     await self.stream.aclose()
 
     def _cleanup(self) -> None:
+        if self.producers or self.consumers:
+            log.info("connection %s closed: its %d producers and %d consumers close with it", self.address,
+                     len(self.producers), len(self.consumers))
         for p in list(self.producers.values()):
             p.topic.remove_producer(p)
         self.producers.clear()
@@ -222,6 +225,7 @@ class ServerConnection:
                 decoded = self.decoder.feed(data)
             except ProtocolError as exc:
                 log.info("closing connection %s: %s", self.address, exc)
+                await self._answer_http(data)
                 return False
             for frame in decoded:
                 try:
@@ -232,6 +236,18 @@ class ServerConnection:
                     keep = self._command_failed(frame.command, exc)
                 if not keep:
                     return False
+
+    async def _answer_http(self, data: bytes) -> None:
+        """An HTTP request on this port: answer in HTTP, naming the admin port (broker/wrong_port.py)."""
+        from broker.wrong_port import http_reply
+
+        reply = http_reply(bytes(data[:8]), self.service.service_url, self.service.web_url)
+        if reply is not None:
+            with trio.move_on_after(1):
+                try:
+                    await self.stream.send_all(reply)
+                except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
+                    pass  # the peer left, or a reply is being written: nothing more to say
 
     async def _drain_outbox(self, timeout: float = 1.0) -> None:
         with trio.move_on_after(timeout):
@@ -594,6 +610,7 @@ class ServerConnection:
                     return
             self.write(C.producer_success(c.request_id, pname, topic.last_sequence_id(pname),
                                           schema_version=schema_version, topic_epoch=producer.epoch))
+            log.info("producer %s opened on %s from %s", pname, name, self.address)
         finally:
             self._creating_producers.discard(pid)
 
@@ -643,6 +660,7 @@ class ServerConnection:
         producer = self.producers.pop(c.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
+            log.info("producer %s closed on %s from %s", producer.name, producer.topic.name, self.address)
         self._producer_closed(c.producer_id)
         self.write(C.success(c.request_id))
 
@@ -695,6 +713,9 @@ class ServerConnection:
             if self.consumers.get(cid) is not consumer:
                 return  # closed meanwhile
             self.write(C.success(c.request_id))
+            log.info("consumer %s opened on %s subscription %s (%s) from %s", consumer.name, name,
+                     consumer.subscription.name if consumer.subscription else c.subscription,
+                     pb.CommandSubscribe.SubType.Name(c.subType), self.address)
             self._ready_consumers.add(cid)
             if cid in self._early_active:
                 self.write(C.active_consumer_change(cid, self._early_active.pop(cid)))
@@ -743,6 +764,8 @@ class ServerConnection:
         self._ready_consumers.discard(c.consumer_id)
         if consumer is not None and consumer.subscription is not None:
             consumer.subscription.remove_consumer(consumer)
+            log.info("consumer %s closed on %s subscription %s from %s", consumer.name,
+                     consumer.subscription.topic.name, consumer.subscription.name, self.address)
         self.write(C.success(c.request_id))
 
     def _consumer(self, consumer_id: int) -> Consumer:

@@ -156,3 +156,9 @@ class InvalidPoliciesError(PreconditionFailedError):
     """A namespace's stored policies do not validate (written by an older version): its
     lookups and admin calls fail with this error until the field is fixed. NotAllowedError
     (inherited) is one the clients do not retry: only an operator can fix it."""
+
+
+class MessageNotFoundError(BrokerError):
+    """No message at the asked position (peek / examine past the end)."""
+
+    http_status = 404

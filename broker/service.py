@@ -9,6 +9,8 @@ subscriptions and dedup state are restored.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 import logging
 import time
@@ -149,7 +151,7 @@ class BrokerService:
     async def shutdown(self) -> None:
         with trio.move_on_after(15):
             for topic in list(self.topics.values()):
-                await topic.close(disconnect_clients=True)
+                await topic.close(disconnect_clients=True, reason="the broker is shutting down")
         if self.ownership is not None:
             with trio.move_on_after(2):
                 try:
@@ -172,7 +174,7 @@ class BrokerService:
         if self.ownership is not None:
             self.ownership.owned.clear()
         for topic in list(self.topics.values()):
-            self.spawn(topic.close)
+            self.spawn(functools.partial(topic.close, reason="the metadata session was lost"))
         self.spawn(self._reregister)
 
     async def _reregister(self) -> None:
@@ -360,11 +362,11 @@ class BrokerService:
         try:
             await topic.initialize()
         except BaseException:
-            await topic.close(disconnect_clients=False)
+            await topic.close(disconnect_clients=False, reason="its initialization failed")
             raise
         self.topics[str(name)] = topic
         self.watch_policies(ns)
-        log.info("loaded topic %s", name)
+        log.info("loaded topic %s (%d subscriptions)", name, len(topic.subscriptions))
         return topic
 
     def ml_config(self, policies: dict[str, Any]) -> ManagedLedgerConfig:
@@ -381,6 +383,11 @@ class BrokerService:
         names = await self.factory.list_names(prefix)
         found = {str(TopicName.from_managed_ledger_name(n)) for n in names if n.startswith(prefix)}
         found.update(str(t.name) for t in self.topics.values() if t.name.namespace_name == ns)
+        # A partitioned topic's partitions are listed from its creation on, as in Pulsar (which
+        # creates them eagerly), not only once a client has used them.
+        for parent in await self.namespaces.partitioned_topics(ns):
+            name = TopicName.parse(parent)
+            found.update(str(name.partition(i)) for i in range(await self.namespaces.partitions(name)))
         return sorted(found)
 
     async def filter_topics(self, topics: list[str], matches: Callable[[str], bool]) -> list[str]:
@@ -395,7 +402,7 @@ class BrokerService:
             if not await self.topic_exists(name):
                 raise TopicNotFoundError(f"Topic {name} not found")
             return
-        await topic.close(disconnect_clients=True)
+        await topic.close(disconnect_clients=True, reason="unload requested (admin)")
 
     async def unload_bundle(self, ns: NamespaceName, bundle: str) -> None:
         """Pulsar's bundle unload: stop taking lookups for it, close its topics (cursors
@@ -408,7 +415,7 @@ class BrokerService:
         try:
             for topic in list(self.topics.values()):
                 if topic.name.namespace_name == ns and bundle_of(topic.name, policies["bundles"]["boundaries"]) == bundle:
-                    await topic.close(disconnect_clients=True)
+                    await topic.close(disconnect_clients=True, reason=f"its bundle {ns}/{bundle} is unloading")
             await own.release(path)
         finally:
             own.disabled.discard(path)
@@ -420,7 +427,7 @@ class BrokerService:
         if topic is not None:
             if not force and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
                 raise NotAllowedError("Topic has active producers/subscriptions")
-            await topic.close(disconnect_clients=True)
+            await topic.close(disconnect_clients=True, reason="deleted (admin)")
         await self.factory.delete(name.managed_ledger_name)
 
     async def on_policies_changed(self, ns: NamespaceName) -> None:

@@ -9,6 +9,8 @@ again and resend what was not acknowledged.
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 import logging
 import time
@@ -177,11 +179,14 @@ class PersistentTopic:
         await self._nursery.start(sub.run)
         return sub
 
-    async def close(self, disconnect_clients: bool = True) -> None:
-        """Close the topic (unload, shutdown, fencing): clients reconnect elsewhere/later."""
+    async def close(self, disconnect_clients: bool = True, reason: str = "closed") -> None:
+        """Close the topic (unload, shutdown, fencing): clients reconnect elsewhere/later.
+        ``reason`` is for the operator's log line."""
         if self.closed:
             return
         self.closed = True
+        log.info("unloading topic %s: %s (%d producers, %d subscriptions)", self.name, reason, len(self.producers),
+                 len(self.subscriptions))
         for p in list(self.producers.values()):
             if disconnect_clients:
                 p.peer.send_close_producer(p.producer_id)
@@ -207,7 +212,7 @@ class PersistentTopic:
             return
         self.fenced = True
         log.warning("topic %s fenced: %r; closing it", self.name, exc)
-        self.service.spawn(self.close)
+        self.service.spawn(functools.partial(self.close, reason=f"fenced ({type(exc).__name__})"))
 
     # -- producers -------------------------------------------------------------------------
 
@@ -358,6 +363,8 @@ class PersistentTopic:
                     if sub is None or sub.closed:
                         cursor = await self.ml.open_cursor(sub_name, initial_position=initial_position)
                         sub = await self._start_subscription(Subscription(self, sub_name, cursor, True))
+                        log.info("subscription %s opened on %s (durable, new ones start at the %s message)",
+                                 sub_name, self.name, initial_position)
         else:
             sub = self.subscriptions.get(sub_name)
             if sub is not None and not sub.durable and not sub.consumers and not sub.closed:
@@ -386,6 +393,7 @@ class PersistentTopic:
                 raise ConflictError(f"Subscription {name} already exists")
             cursor = await self.ml.open_cursor(name, initial_position="earliest" if start == EARLIEST else "latest")
             sub = await self._start_subscription(Subscription(self, name, cursor, True))
+        log.info("subscription %s created on %s (admin)", name, self.name)
         if start not in (EARLIEST, LATEST):
             await sub.reset(start)
         return sub
@@ -416,6 +424,7 @@ class PersistentTopic:
             await sub.close(disconnect=True)
             if sub.durable:
                 await self.ml.delete_cursor(name)
+        log.info("subscription %s deleted from %s", name, self.name)
 
     def subscription(self, name: str) -> Subscription:
         sub = self.subscriptions.get(name)

@@ -583,7 +583,11 @@ class ManagedLedger:
             self._install_current(new_lh, new_info)
             self.state = State.LEDGER_OPENED
             if old is not None:
+                log.info("%s: rolled over from ledger %d (%d entries) to ledger %d", self.name, old.ledger_id,
+                         old.last_add_confirmed + 1, new_lh.ledger_id)
                 await self._close_old_ledger(old)
+            else:
+                log.info("%s: writing to new ledger %d", self.name, new_lh.ledger_id)
             self._schedule_trim()
             self._wake_readers()
         finally:
@@ -846,7 +850,8 @@ class ManagedLedger:
                 self.cache.invalidate_ledger(li.ledger_id)
                 if await self.delete_ledger_quietly(li.ledger_id):
                     self.ledgers_deleted_counter += 1
-            log.info("%s: trimmed ledgers %s", self.name, sorted(doomed_ids))
+            log.info("%s: deleted ledgers %s (consumed by every subscription, past retention)", self.name,
+                     sorted(doomed_ids))
             return sorted(doomed_ids)
 
     def set_config(self, **changes: Any) -> None:

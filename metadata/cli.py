@@ -22,7 +22,7 @@ from metadata.errors import MetadataError, StoreUnavailableError
 from metadata.store import MetadataStore, Stat
 
 URL_OPTION = click.option(
-    "--url",
+    "--metadata-url", "--url", "url",
     envvar="QUIRE_METADATA_URL",
     required=True,
     help="metadata store URL: zk://host:port/chroot, rocksdb:///path or memory://name (env QUIRE_METADATA_URL)",
@@ -45,6 +45,12 @@ async def _open(url: str, timeout: float, read_only: bool) -> MetadataStore:
 
     click.echo("note: database in use by another process; showing a read-only snapshot", err=True)
     return await open_rocksdb_store(path, read_only=True)
+
+
+async def open_for_reading(url: str, timeout: float = 10.0) -> MetadataStore:
+    """A store to read from: a running standalone's embedded database as a read-only snapshot
+    (`quire cluster-status --metadata-url rocksdb://...` uses it too)."""
+    return await _open(url, timeout, read_only=True)
 
 
 def _run(

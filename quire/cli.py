@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "perf": ("quire.client_cli:perf", "throughput and latency load generator"),
     "admin": ("quire.client_cli:admin", "admin REST client"),
     "tokens": ("quire.tokens_cli:tokens", "create and validate JWT tokens (pulsar tokens)"),
+    "cluster-status": ("quire.cluster_cli:cluster_status", "brokers, bookies, bundle owners, under-replicated ledgers"),
+    "cluster": ("quire.local_cluster:cluster", "start a local multi-process cluster (cluster up)"),
 }
 
 
@@ -64,7 +66,11 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="quire")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error (also QUIRE_DEBUG=1; accepted anywhere)")
-def cli(debug: bool) -> None:
+@click.option("--url", "service_url", envvar="QUIRE_SERVICE_URL", default="pulsar://localhost:6650", show_default=True,
+              help="broker service URL of produce/consume/read/perf (also QUIRE_SERVICE_URL; accepted anywhere)")
+@click.option("--admin-url", envvar="QUIRE_ADMIN_URL", default="http://localhost:8080", show_default=True,
+              help="admin REST URL of admin/cluster-status (also QUIRE_ADMIN_URL; accepted anywhere)")
+def cli(debug: bool, service_url: str, admin_url: str) -> None:
     """quire: a Pulsar-style message queue (brokers, managed ledgers, bookies)."""
 
 

@@ -59,11 +59,11 @@ def describe(exc: BaseException) -> str:
         m = re.match(r"cannot connect to (\S+:\d+)", text)
         if m and ("all attempts to connect" in text or "refused" in text.lower()):
             return f"cannot connect to {m.group(1)}: {NOT_LISTENING}"
-        return text
+        return _client_error(name, text)
     if isinstance(exc, ConnectionRefusedError):
         return f"connection refused: {NOT_LISTENING}"
     if module.startswith("clients") or module.startswith("pulsar"):
-        return f"{name}: {text}" if text else name
+        return _client_error(name, text)
     if name == "PortInUseError":
         flag = PORT_FLAGS.get((_command, getattr(exc, "key", "")))
         return text + (f"; choose another with {flag}" if flag else "")
@@ -71,6 +71,26 @@ def describe(exc: BaseException) -> str:
         return text
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return f"address already in use: {text}"
+    return f"{name}: {text}" if text else name
+
+
+def _client_error(name: str, text: str) -> str:
+    """A broker's answer to a client command, with what to do about it where we know."""
+    m = re.search(r"Namespace (\S+) does not exist", text)
+    if m:
+        return f"namespace {m.group(1)} does not exist: create it with `quire admin namespaces create {m.group(1)}`"
+    if name == "InvalidTopicName":
+        return (f"invalid topic name {text!r}: write NAME (in public/default), tenant/namespace/NAME or "
+                "persistent://tenant/namespace/NAME")
+    m = re.search(r"Subscription (\S+) is of type (\w+), not (\w+)", text)
+    if m:
+        return (f"subscription {m.group(1)} is {m.group(2)}, not {m.group(3)}: use -t {m.group(2)}, another "
+                "subscription name, or close its other consumers first")
+    if "bad handshake reply" in text and "1213486160" in text:  # b"HTTP" read as a frame size
+        return (f"{text.split(': bad handshake', 1)[0]} answered in HTTP: that is the admin/HTTP port; the "
+                "service URL needs the binary protocol port (broker --port, default 6650)")
+    if name == "ConnectError":
+        return text
     return f"{name}: {text}" if text else name
 
 
@@ -90,10 +110,44 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
+# Options every client command accepts before or after the subcommand (as pulsar-client's
+# --url); they travel to the subcommand's option through its environment variable.
+GLOBAL_OPTIONS = {"--url": "QUIRE_SERVICE_URL", "--admin-url": "QUIRE_ADMIN_URL"}
+
+
+# The commands that take them after the subcommand too (others, e.g. `quire metadata --url`,
+# keep their own option of that name).
+CLIENT_COMMANDS = {"produce", "consume", "read", "perf", "admin", "cluster-status"}
+
+
+def take_global_options(args: list[str], environ: dict[str, str] | os._Environ[str] = os.environ) -> None:
+    """Remove ``--url X`` / ``--admin-url=X`` from before the subcommand, and from anywhere for a
+    client command, and put them in ``environ`` (the last one wins, as a repeated option does)."""
+    command = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return
+        name, eq, value = arg.partition("=")
+        if name in GLOBAL_OPTIONS and (command is None or command in CLIENT_COMMANDS) and (eq or i + 1 < len(args)):
+            if eq:
+                del args[i]
+            else:
+                value = args[i + 1]
+                del args[i:i + 2]
+            environ[GLOBAL_OPTIONS[name]] = value
+            continue
+        if command is None and not arg.startswith("-"):
+            command = arg
+        i += 1
+
+
 def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
     global _command
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
+    take_global_options(args)
     _command = next((a for a in args if not a.startswith("-")), "")
     try:
         code = group.main(args, prog_name=prog_name, standalone_mode=False)
@@ -123,4 +177,4 @@ def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = N
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__: list[str] = ["run", "describe", "cause", "NOT_LISTENING"]
+__all__: list[str] = ["run", "describe", "cause", "take_global_options", "GLOBAL_OPTIONS", "NOT_LISTENING"]

@@ -7,6 +7,10 @@ import click
 from clients.options import ConsumerType
 
 
+# --log-level of every server command: an unknown level is a usage error, not a traceback.
+LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], case_sensitive=False)
+
+
 class SubscriptionType(click.Choice):
     """Exclusive / Shared / Failover / KeyShared, spelled as pulsar-client accepts them too
     (``Key_Shared``, ``key_shared``, ``shared`` ...)."""

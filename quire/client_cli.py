@@ -92,8 +92,23 @@ def _run_interruptible(main: Callable[[], Awaitable[int]]) -> bool:
     return False
 
 
-def _show(data: bytes) -> str:
+def _show(data: bytes, hex_dump: bool = False) -> str:
+    if hex_dump:
+        return data.hex(" ")
     return data.decode("utf-8", errors="replace")
+
+
+def format_message(msg: Any, hex_dump: bool = False) -> str:
+    """One message as pulsar-client prints it (``key:[k1], properties:[a=1], content:...``),
+    with its publish time, event time (when set) and id; ``--hex`` shows the payload's bytes."""
+    key = msg.partition_key() or "null"
+    props = ", ".join(f"{k}={v}" for k, v in sorted(msg.properties().items()))
+    parts = [f"key:[{key}]", f"properties:[{props}]", f"publishTime:[{msg.publish_timestamp()}]"]
+    if msg.event_timestamp():
+        parts.append(f"eventTime:[{msg.event_timestamp()}]")
+    parts.append(f"id:[{msg.message_id()}]")
+    parts.append(f"content:{_show(msg.data(), hex_dump)}")
+    return ", ".join(parts)
 
 
 @click.command()
@@ -102,11 +117,12 @@ def _show(data: bytes) -> str:
 @click.option("-f", "--file", "files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="send a file's bytes as one message (repeatable)")
 @click.option("-n", "--num-produce", default=1, show_default=True, help="send each message this many times")
-@click.option("-r", "--rate", default=0.0, help="messages per second (0: as fast as possible)")
+@click.option("-r", "--rate", default=0.0, show_default=True, help="messages per second (0: as fast as possible)")
 @click.option("-k", "--key", default=None, help="partition key")
 @click.option("-p", "--property", "props", multiple=True, help="key=value property (repeatable)")
-@click.option("-z", "--compression", type=click.Choice(["NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"]), default="NONE")
-@click.option("--chunking/--no-chunking", default=False, help="split messages above the max message size")
+@click.option("-z", "--compression", type=click.Choice(["NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"]), default="NONE",
+              show_default=True)
+@click.option("--chunking/--no-chunking", default=False, show_default=True, help="split messages above the max message size")
 @URL_OPTION
 def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_produce: int, rate: float,
             key: str | None, props: tuple[str, ...], compression: str, chunking: bool, service_url: str) -> None:
@@ -150,11 +166,12 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
 @click.option("-t", "--subscription-type", type=SubscriptionType(), default="Exclusive",
               show_default=True)
 @click.option("--earliest", is_flag=True, help="a new subscription starts at the earliest message")
-@click.option("--timeout", "timeout_s", default=0.0, help="give up after this many seconds without a message (0: wait)")
+@click.option("--timeout", "timeout_s", default=0.0, show_default=True, help="give up after this many seconds without a message (0: wait)")
 @click.option("--hide-content", is_flag=True, help="print message ids only")
+@click.option("--hex", "hex_dump", is_flag=True, help="print payloads as hex bytes (binary messages)")
 @URL_OPTION
 def consume(topic: str, subscription_name: str, num_messages: int, subscription_type: str, earliest: bool,
-            timeout_s: float, hide_content: bool, service_url: str) -> None:
+            timeout_s: float, hide_content: bool, hex_dump: bool, service_url: str) -> None:
     """Consume messages from TOPIC through a subscription, acknowledging each."""
 
     got = 0
@@ -172,7 +189,7 @@ def consume(topic: str, subscription_name: str, num_messages: int, subscription_
                 except errors.Timeout:
                     break
                 got += 1
-                line = str(msg.message_id()) if hide_content else f"{msg.message_id()} {_show(msg.data())}"
+                line = str(msg.message_id()) if hide_content else format_message(msg, hex_dump)
                 click.echo(line)
                 await consumer.acknowledge(msg)
             await consumer.close()
@@ -202,10 +219,12 @@ def parse_message_id(text: str) -> MessageId:
 @click.argument("topic")
 @click.option("--start", default="earliest", show_default=True, help="earliest, latest or ledger:entry[:partition[:batch]]")
 @click.option("--inclusive", is_flag=True, help="include the start message")
-@click.option("-n", "--num-messages", default=0, help="stop after this many (0: until caught up)")
+@click.option("-n", "--num-messages", default=0, show_default=True, help="stop after this many (0: until caught up)")
 @click.option("--follow", is_flag=True, help="keep waiting for new messages once caught up")
+@click.option("--hex", "hex_dump", is_flag=True, help="print payloads as hex bytes (binary messages)")
 @URL_OPTION
-def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: bool, service_url: str) -> None:
+def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: bool, hex_dump: bool,
+         service_url: str) -> None:
     """Read TOPIC with a reader (no subscription is kept)."""
     start_id = parse_message_id(start)
 
@@ -220,7 +239,7 @@ def read(topic: str, start: str, inclusive: bool, num_messages: int, follow: boo
                     break
                 msg = await reader.read_next()
                 got += 1
-                click.echo(f"{msg.message_id()} {_show(msg.data())}")
+                click.echo(format_message(msg, hex_dump))
             await reader.close()
             return got
 

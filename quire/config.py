@@ -89,7 +89,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+        # "path:line:column: ..." as compilers write it, so editors jump to the spot.
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        where = f"{path}:{m.group(1)}:{m.group(2)}" if m else str(path)
+        message = re.sub(r" \(at line.*", "", str(e))
+        raise ConfigError(f"{where}: not valid TOML: {message}") from None
 
 
 def table_of(doc: dict[str, Any], table: str) -> dict[str, Any]:

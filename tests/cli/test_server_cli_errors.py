@@ -40,3 +40,75 @@ def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
             assert res.returncode == 1 and "Traceback" not in res.stderr
             assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
             assert f"choose another with {flag}" in res.stderr.splitlines()[0]
+
+
+def quire(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
+
+
+def one_line_error(res: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    """The error line of a failed command: exit ``code``, no traceback."""
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr and "ExceptionGroup" not in res.stderr, res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(("error:", "Error:"))]
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+def test_data_dir_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("")
+    line = one_line_error(quire("standalone", "--data-dir", str(in_the_way), "--port", "0", "--web-port", "0"))
+    assert line == f"error: data dir {in_the_way} is a file, not a directory: choose another with --data-dir"
+    import os
+
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o555)
+        line = one_line_error(quire("standalone", "--data-dir", str(ro / "data"), "--port", "0", "--web-port", "0"))
+        assert "cannot create data dir" in line and "choose another with --data-dir" in line
+
+
+def test_config_mistakes_name_the_key_file_and_line(tmp_path: Path) -> None:
+    camel = tmp_path / "camel.toml"
+    camel.write_text("brokerServicePort = 6651\n")
+    line = one_line_error(quire("broker", "--conf", str(camel)))
+    assert "unknown broker config key 'brokerServicePort' (did you mean broker_service_port?" in line
+    line = one_line_error(quire("broker", "--set", "managedLedgerMaxEntriesPerLedger=10"), code=2)
+    assert "did you mean managed_ledger_max_entries_per_ledger?" in line
+    bad = tmp_path / "bad.toml"
+    bad.write_text("cluster_name = 'a'\nweb_service_port = = 1\n")
+    line = one_line_error(quire("standalone", "--conf", str(bad), "--data-dir", str(tmp_path / "d")))
+    assert line.startswith(f"error: {bad}:2:") and "not valid TOML" in line
+    for command in ("broker", "standalone", "bookie"):
+        line = one_line_error(quire(command, "--log-level", "LOUD"), code=2)
+        assert "'LOUD' is not one of" in line
+
+
+def test_a_bookie_without_a_metadata_url_warns(tmp_path: Path) -> None:
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "quire", "bookie", "--port", "0", "--http-port", "0",
+                             "--journal-dir", str(tmp_path / "j"), "--ledger-dirs", str(tmp_path / "l"),
+                             "--log-level", "WARNING"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first.startswith("warning: no --metadata-url: this bookie registers nowhere, so no broker can find it")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+
+
+def test_bookie_shell_on_a_wrong_dir_is_one_line(tmp_path: Path) -> None:
+    line = one_line_error(quire("bookie-shell", "list-ledgers", "--ledger-dirs", str(tmp_path)))
+    assert line == (f"Error: {tmp_path} is not a bookie ledger dir (no current/ inside): give the bookie's "
+                    "--ledger-dirs (a standalone's: DATA_DIR/bookkeeper/ledgers)")
+
+
+def test_metadata_url_is_the_store_flag_of_quire_metadata_too() -> None:
+    port = free_port()
+    line = one_line_error(quire("metadata", "ls", "/", "--metadata-url", f"zk://127.0.0.1:{port}/x", "--timeout", "3"))
+    assert f"cannot connect to ZooKeeper at 127.0.0.1:{port}" in line

@@ -32,11 +32,13 @@ def test_produce_consume_read(broker: Broker, tmp_path: Path) -> None:
     out = quire(broker, "produce", topic, "-m", "hello", "-m", "world", "-n", "2", "-p", "k=v", "-f", str(body)).stdout
     assert "6 messages successfully produced" in out
     consumed = quire(broker, "consume", topic, "-s", "cli-sub", "--earliest", "-n", "6", "-t", "Shared").stdout
-    bodies = [line.split(" ", 1)[1] for line in consumed.splitlines()]
+    # pulsar-client's lines: key:[...], properties:[...], publishTime:[...], id:[(l,e,p,b)], content:...
+    bodies = [line.split(", content:", 1)[1] for line in consumed.splitlines()]
     assert bodies == ["hello", "world", "from-a-file"] * 2
+    assert all(line.startswith("key:[null], properties:[k=v], publishTime:[") for line in consumed.splitlines())
     read = quire(broker, "read", topic, "--start", "earliest").stdout.splitlines()
-    assert [line.split(" ", 1)[1] for line in read] == bodies
-    first_id = read[0].split(" ")[0].strip("()").split(",")
+    assert [line.split(", content:", 1)[1] for line in read] == bodies
+    first_id = read[0].split("id:[", 1)[1].split("]", 1)[0].strip("()").split(",")
     from_second = quire(broker, "read", topic, "--start", f"{first_id[0]}:{first_id[1]}:-1:0").stdout.splitlines()
     assert len(from_second) == 5
     assert quire(broker, "read", topic, "--start", "latest").stdout == ""

@@ -44,7 +44,7 @@ def argv(command: str, node: Standalone) -> list[str]:
     words = [sys.executable, "-m", "quire", *words[1:]]
     if words[3] in SERVICE_URL_FLAG:
         words += ["--url", node.url]
-    elif words[3] == "admin":
+    elif words[3] in ("admin", "cluster-status"):
         words[4:4] = ["--admin-url", node.admin]
     return words
 
@@ -71,6 +71,9 @@ def test_quickstart_shell_commands_run(node: Standalone) -> None:
     consumed = next(v for k, v in outputs.items() if k.startswith("quire consume"))
     assert consumed.count("hello") == 3
     assert '"retentionTimeInMinutes": 60' in next(v for k, v in outputs.items() if "get-retention" in k)
+    peeked = next(v for k, v in outputs.items() if "peek-messages" in k)
+    assert "content:hello" in peeked
+    assert "bookies (1, 1 writable)" in next(v for k, v in outputs.items() if k.startswith("quire cluster-status"))
 
 
 @pytest.mark.parametrize("index", [0, 1], ids=["clients", "official-client"])

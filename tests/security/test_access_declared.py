@@ -18,6 +18,7 @@ import pytest
 
 from broker import connection
 from broker.admin import ROUTE_TABLE, AdminApi, _access_of
+from broker.admin_ops import OPS_ROUTES
 from broker.authorization import COMMAND_ACCESS, Access, Authorizer
 from clients.protocol import pulsar_api_pb2 as pb
 from quire.security.errors import AuthenticationError, AuthorizationError
@@ -35,13 +36,20 @@ def test_every_admin_route_declares_its_access() -> None:
         for method, need in access.items():
             if not isinstance(need, Access) or need in PROTOCOL_ONLY:
                 missing.append(f"{method} {path}: {need!r} is not an admin Access")
+    for path, _handler, access in OPS_ROUTES:
+        if not isinstance(access, Mapping) or not access:
+            missing.append(f"{path}: methods {access} without a {{method: Access}} map")
+            continue
+        for method, need in access.items():
+            if not isinstance(need, Access) or need in PROTOCOL_ONLY:
+                missing.append(f"{method} {path}: {need!r} is not an admin Access")
     assert not missing, "admin routes without a declared access check:\n" + "\n".join(missing)
 
 
 def test_routes_scoped_by_tenant_are_not_open_to_everyone() -> None:
     # A route naming a tenant/namespace/topic must not be AUTHENTICATED/PUBLIC: any role would
     # reach another tenant's data.
-    for path, _, access in ROUTE_TABLE:
+    for path, _, access in [*ROUTE_TABLE, *OPS_ROUTES]:
         if "{tenant}" in path:
             assert isinstance(access, Mapping)
             for method, need in access.items():
