@@ -21,7 +21,7 @@ from bookie import cookie, log_mark
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
 from bookie.garbage_collector import GarbageCollector, check_gc_config
-from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
+from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE, entry_lac
 from bookie.errors import DiskFullError, is_disk_full
 from bookie.journal import Journal, replay_records, trim_preallocated
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
@@ -142,7 +142,7 @@ class Bookie:
                     continue
                 if storage.states.get(lid) is None:
                     storage.create_ledger(lid, b"")
-                lac = int.from_bytes(rec.payload[16:24], "big", signed=True)
+                lac = entry_lac(rec.payload)
                 while not storage.try_add(lid, eid, rec.payload, lac):
                     await storage.checkpoint(None)  # flush only: the mark must not move yet
             elif eid == jf.ENTRY_ID_MASTER_KEY:
