@@ -32,6 +32,7 @@ from bookie.server import ReceiveBudget, serve_connection
 from bookie.sync_thread import SyncThread
 from metadata.ledger_ids import ledger_path
 from metadata.store import MetadataStore
+from quire.config import naming_the_port
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ class Bookie:
         """Recover and start serving; returns once the bookie accepts requests."""
         # Bind first: with bookie_port 0 the real port is part of the bookie id and cookie.
         cfg = self.config
-        self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
+        with naming_the_port("bookie_port", cfg.listening_interface, cfg.bookie_port):
+            self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
         self.port = self._listeners[0].socket.getsockname()[1]
         if cfg.bookie_port == 0:
             cfg.bookie_port = self.port

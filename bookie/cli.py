@@ -22,12 +22,13 @@ import trio
 
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
+from quire.config import ConfigError, suggest
 
 log = logging.getLogger(__name__)
 
 
-def _coerce(field: dataclasses.Field, raw: str) -> Any:
-    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
+def _coerce(field: dataclasses.Field[Any], raw: str) -> Any:
+    default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
     if isinstance(default, bool):
         return raw.lower() in ("1", "true", "yes", "on")
     if isinstance(default, int):
@@ -40,25 +41,21 @@ def _coerce(field: dataclasses.Field, raw: str) -> Any:
 
 
 def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...]) -> BookieConfig:
-    values: dict[str, Any] = {}
-    if conf:
-        import tomllib
-
-        with open(conf, "rb") as f:
-            data = tomllib.load(f)
-        values.update(data.get("bookie", data))
-    values.update({k: v for k, v in flags.items() if v is not None})
+    """The file, then the named flags, then ``--set``; any problem is one ConfigError (quire.config)."""
+    overrides = {k: v for k, v in flags.items() if v is not None}
     fields = {f.name: f for f in dataclasses.fields(BookieConfig)}
     for item in sets:
         key, sep, raw = item.partition("=")
         key = key.strip().replace("-", "_")
-        if not sep or key not in fields:
-            raise click.BadParameter(f"unknown or malformed setting {item!r}", param_hint="--set")
-        values[key] = _coerce(fields[key], raw)
-    try:
-        return BookieConfig.from_dict(values)
-    except (TypeError, ValueError) as exc:
-        raise click.BadParameter(str(exc)) from exc
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        if key not in fields:
+            raise ConfigError(f"unknown bookie config key {key!r} in --set{suggest(key, fields)}")
+        try:
+            overrides[key] = _coerce(fields[key], raw)
+        except ValueError:
+            raise ConfigError(f"bookie config key {key!r} = {raw!r} in --set: expected {fields[key].type}") from None
+    return BookieConfig.load(conf, **overrides)
 
 
 async def _run_bookie(config: BookieConfig) -> None:

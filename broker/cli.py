@@ -19,7 +19,7 @@ import click
 import trio
 
 from broker.config import BrokerConfig, ledger_client_config
-from quire.config import read_toml
+from quire.config import ConfigError, read_toml, suggest
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,15 @@ def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...])
     extra: dict[str, Any] = {}
     for item in sets:
         key, sep, raw = item.partition("=")
-        if not sep or key not in fields:
-            raise click.BadParameter(f"unknown or malformed --set {item!r}")
-        extra[key] = _coerce(fields[key], raw)
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        if key not in fields:
+            raise ConfigError(f"unknown broker config key {key!r} in --set{suggest(key, fields)}")
+        try:
+            extra[key] = _coerce(fields[key], raw)
+        except ValueError:
+            raise ConfigError(f"broker config key {key!r} = {raw!r} in --set: expected {fields[key].type}") from None
     return BrokerConfig.load(conf, **{**{k: v for k, v in flags.items() if v is not None}, **extra})
 
 

@@ -40,3 +40,38 @@ def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
             assert res.returncode == 1 and "Traceback" not in res.stderr
             assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
             assert f"choose another with {flag}" in res.stderr.splitlines()[0]
+
+
+def test_bookie_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for flag, key in (("--port", "bookie_port"), ("--http-port", "http_server_port")):
+            d = tmp_path / flag.strip("-")
+            args = ["bookie", "--journal-dir", str(d / "journal"), "--ledger-dirs", str(d / "ledgers"),
+                    "--port", "0", "--http-port", "0", "--log-level", "WARNING"]
+            args[args.index(flag) + 1] = str(port)
+            res = subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True,
+                                 timeout=60, cwd=ROOT)
+            assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+            assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
+            assert f"choose another with {flag}" in res.stderr.splitlines()[0]
+
+
+def test_bookie_config_errors_are_one_line_with_the_key_meant(tmp_path: Path) -> None:
+    conf = tmp_path / "bookie.toml"
+    conf.write_text("[bookie]\njournalMaxGroupWaitMs = 5\n")
+    base = [sys.executable, "-m", "quire", "bookie", "--journal-dir", str(tmp_path / "j"),
+            "--ledger-dirs", str(tmp_path / "l"), "--port", "0", "--http-port", "0"]
+    for extra, expected in (
+        (["--conf", str(conf)], "did you mean journal_max_group_wait_ms?"),
+        (["--set", "jornal_sync_data=false"], "did you mean journal_sync_data?"),
+        (["--set", "journal_max_group_wait_ms=soon"], "journal_max_group_wait_ms"),
+    ):
+        res = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        first = res.stderr.splitlines()[0]
+        assert first.startswith("error: ") and expected in first, res.stderr
