@@ -117,7 +117,7 @@ class Journal:
         self.config = config
         self.metrics = metrics
         self.current_dir = Path(config.journal_directory) / "current"
-        self._pending: list[bytes] = []  # record prefix, payload, prefix, payload, ...
+        self._pending: list[bytes | bytearray | memoryview] = []  # record prefix, payload, prefix, payload, ...
         self._pending_cbs: list[Callback] = []
         self._pending_acks: list[object] = []
         # Receives the ack tokens of each durable (or failed) group in one call: per-group,

@@ -280,7 +280,7 @@ class FrameDecoder:
         pos = 0
         unpack_from = _U32.unpack_from
         limit = self.max_frame_size
-        direct = type(src) is bytes
+        direct = src if type(src) is bytes else None  # bytes are sliced directly
         view = memoryview(src)
         try:
             while n - pos >= 4:
@@ -294,7 +294,7 @@ class FrameDecoder:
                 if end > n:
                     break
                 # one copy per frame (slicing bytes directly is cheaper than view + tobytes)
-                frames.append(src[pos + 4 : end] if direct else view[pos + 4 : end].tobytes())
+                frames.append(direct[pos + 4 : end] if direct is not None else view[pos + 4 : end].tobytes())
                 pos = end
             rest = view[pos:].tobytes() if pos < n and src is not buf else b""
         finally:

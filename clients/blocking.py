@@ -173,8 +173,9 @@ class Client:
                 connection_timeout_ms=connection_timeout_ms,
             )
         )
-        self._async = self._loop.client
-        assert self._async is not None
+        client = self._loop.client
+        assert client is not None
+        self._async: AsyncClient = client
 
     def create_producer(
         self,

@@ -155,7 +155,8 @@ class ClientConnection:
         producers, consumers = list(self._producers.values()), list(self._consumers.values())
         self._producers.clear()
         self._consumers.clear()
-        for handler in [*producers, *consumers]:
+        handlers: list[ProducerHandler | ConsumerHandler] = [*producers, *consumers]
+        for handler in handlers:
             handler._on_disconnected(self)
 
     def close(self, reason: str = "closed by client") -> None:

@@ -39,7 +39,7 @@ from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
 from .protocol.errors import ProtocolError
-from .protocol.pulsar_api_pb2 import CommandAck, CommandSubscribe, KeySharedMode
+from .protocol.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe, KeySharedMode
 
 if TYPE_CHECKING:
     from .client_context import ClientContext
@@ -87,6 +87,7 @@ class ConsumerBase(abc.ABC):
 
     _queue: MessageQueue[Message]
     _config: ConsumerConfig
+    _ctx: "ClientContext"
 
     def subscription_name(self) -> str:
         return self._config.subscription_name
@@ -140,6 +141,36 @@ class ConsumerBase(abc.ABC):
     @abc.abstractmethod
     def _check_open(self) -> None:
         """Raise if the consumer is closed or failed."""
+
+    # The rest of the public API, which each kind implements its own way (one topic, or fanned
+    # out to its children): readers, the blocking facade and the CLI hold a ConsumerBase.
+
+    @abc.abstractmethod
+    def topic(self) -> str: ...
+
+    @abc.abstractmethod
+    def consumer_name(self) -> str: ...
+
+    @abc.abstractmethod
+    def is_connected(self) -> bool: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def unsubscribe(self) -> None: ...
+
+    @abc.abstractmethod
+    async def redeliver_unacknowledged_messages(self) -> None: ...
+
+    @abc.abstractmethod
+    async def seek(self, target: MessageId | int) -> None: ...
+
+    @abc.abstractmethod
+    async def get_last_message_id(self) -> MessageId: ...
+
+    @abc.abstractmethod
+    async def has_message_available(self) -> bool: ...
 
 
 def _id_of(target: Message | MessageId) -> MessageId:
@@ -245,7 +276,7 @@ class Consumer(ConsumerBase):
                 if self._own_queue:
                     self._queue.close()
 
-    def _subscribe_command(self, request_id: int):  # type: ignore[no-untyped-def]
+    def _subscribe_command(self, request_id: int) -> BaseCommand:
         cfg = self._config
         start = None
         if not cfg.durable:

@@ -26,7 +26,7 @@ from .options import BatchingType, CompressionType, PartitionsRoutingMode, Produ
 from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
-from .protocol.pulsar_api_pb2 import ServerError
+from .protocol.pulsar_api_pb2 import MessageMetadata, ServerError
 
 if TYPE_CHECKING:
     from .client_context import ClientContext
@@ -366,7 +366,7 @@ class Producer:
         cnx = self._cnx
         return cnx.max_message_size if cnx is not None else self._ctx.max_message_size
 
-    def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any):  # type: ignore[no-untyped-def]
+    def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any) -> MessageMetadata:
         return cmds.message_metadata(
             self._name or "",
             seq,
