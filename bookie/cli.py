@@ -22,39 +22,15 @@ import trio
 
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
-from quire.config import ConfigError, suggest
+from quire.config import parse_sets
 
 log = logging.getLogger(__name__)
-
-
-def _coerce(field: dataclasses.Field[Any], raw: str) -> Any:
-    default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
-    if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    if isinstance(default, list):
-        return [p for p in raw.split(",") if p]
-    return raw
 
 
 def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...]) -> BookieConfig:
     """The file, then the named flags, then ``--set``; any problem is one ConfigError (quire.config)."""
     overrides = {k: v for k, v in flags.items() if v is not None}
-    fields = {f.name: f for f in dataclasses.fields(BookieConfig)}
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
-        if key not in fields:
-            raise ConfigError(f"unknown bookie config key {key!r} in --set{suggest(key, fields)}")
-        try:
-            overrides[key] = _coerce(fields[key], raw)
-        except ValueError:
-            raise ConfigError(f"bookie config key {key!r} = {raw!r} in --set: expected {fields[key].type}") from None
+    overrides.update(parse_sets(BookieConfig, sets, what="bookie"))
     return BookieConfig.load(conf, **overrides)
 
 
