@@ -39,7 +39,9 @@ from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
 from .protocol.errors import ProtocolError
-from .protocol.pulsar_api_pb2 import BaseCommand, CommandAck, CommandSubscribe, KeySharedMode
+from .protocol.pulsar_api_pb2 import (
+    BaseCommand, CommandAck, CommandMessage, CommandSubscribe, KeySharedMode, MessageIdData, MessageMetadata,
+)
 
 if TYPE_CHECKING:
     from .client_context import ClientContext
@@ -436,7 +438,7 @@ class Consumer(ConsumerBase):
             key = (mid._ledger, mid._entry)
             self._redelivery.delivered(key, trio.current_time())
 
-    def _discard(self, cnx: "ClientConnection", mid: Any, error: int, count: int) -> None:
+    def _discard(self, cnx: "ClientConnection", mid: MessageIdData, error: int, count: int) -> None:
         log.warning("%s: discarding entry %s (validation error %s)", self._topic, cmds.message_id_tuple(mid), error)
         cnx.send(cmds.ack(self._consumer_id, [cmds.message_id(mid.ledgerId, mid.entryId)], validation_error=error))
         self._credit(count)
@@ -453,7 +455,7 @@ class Consumer(ConsumerBase):
             return not inclusive
         return batch_index < start.batch_index() if inclusive else batch_index <= start.batch_index()
 
-    def _on_message(self, cnx: "ClientConnection", cmd: Any, frame: frames.Frame) -> None:
+    def _on_message(self, cnx: "ClientConnection", cmd: CommandMessage, frame: frames.Frame) -> None:
         if cnx is not self._cnx:
             return
         if cmd.HasField("consumer_epoch") and cmd.consumer_epoch < self._epoch:
@@ -551,7 +553,9 @@ class Consumer(ConsumerBase):
             m._id.topic = self._topic  # lets a multi-topic consumer route acks by id alone
             self._queue.put(m)
 
-    def _on_chunk(self, cmd: Any, meta: Any, payload: memoryview, ledger: int, entry: int, partition: int) -> None:
+    def _on_chunk(
+        self, cmd: CommandMessage, meta: MessageMetadata, payload: memoryview, ledger: int, entry: int, partition: int
+    ) -> None:
         done = self._chunks.add(meta.uuid, meta.chunk_id, meta.num_chunks_from_msg, payload, (ledger, entry))
         if done is None:
             # an intermediate chunk is consumed now (the last one is counted on dequeue), and so

@@ -9,10 +9,13 @@ masked to uint64 on the way out (``MessageId.earliest`` is (-1, -1)) and read ba
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import pulsar_api_pb2 as pb
 from .pulsar_api_pb2 import BaseCommand, MessageIdData
+
+if TYPE_CHECKING:
+    from .pulsar_api_pb2 import KeyValue, _RepeatedMessage  # stub-only container type
 
 T = BaseCommand.Type
 
@@ -46,8 +49,7 @@ def type_name(command: BaseCommand) -> str:
 
 
 # Sub-commands are typed Any: which message class a BaseCommand field holds depends on its type
-# number at run time, and the generated protobuf classes are invisible to mypy anyway
-# (pulsar_api_pb2 is built at import; see [tool.mypy] in pyproject.toml).
+# number at run time (callers that know the type read the typed field, e.g. ``command.send``).
 def sub_command(command: BaseCommand) -> Any:
     """The sub-command message that ``command.type`` selects (e.g. ``command.send``)."""
     name = FIELD_BY_TYPE.get(command.type)
@@ -69,7 +71,7 @@ def _set(sub: object, **fields: object) -> None:
             setattr(sub, name, value)
 
 
-def _key_values(target: Any, mapping: Mapping[str, str] | None) -> None:
+def _key_values(target: _RepeatedMessage[KeyValue], mapping: Mapping[str, str] | None) -> None:
     if mapping:
         for k, v in mapping.items():
             target.add(key=k, value=v)
