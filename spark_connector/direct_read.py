@@ -15,6 +15,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from metadata.store import MetadataStore
+
 from .admin import PARTITION_SUFFIX
 from .positions import Pos
 from .rows import BatchBuilder, MessageIdEncoder, message_id
@@ -52,7 +54,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
     stop = threading.Event()
 
     async def fetch() -> None:
-        store: Any
+        store: MetadataStore
         if metadata_url.startswith("rocksdb://"):
             # a standalone's embedded store: read a snapshot, the standalone process owns the database
             from metadata.rocksdb_store import open_rocksdb_store
