@@ -44,7 +44,7 @@ from bookie.metrics import BookieMetrics
 
 log = logging.getLogger(__name__)
 
-_record_prefix = jf.record_prefix
+_record_prefix = jf.record_prefix  # the record framing of journal_format, bound once for the add path
 
 # Called once the record is durable (None) or failed to be written (the error).
 Callback = Callable[[BaseException | None], None]
