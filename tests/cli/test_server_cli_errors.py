@@ -24,41 +24,40 @@ def test_broker_with_zookeeper_unreachable_fails_within_seconds() -> None:
     assert "Connection refused" not in res.stderr  # no kazoo retry warnings
 
 
-def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+def _assert_port_in_use_is_named(base_args: list[str], cases: list[tuple[str, str]]) -> None:
+    """For each (flag, config key): the command with that flag set to a port another socket holds
+    fails with one line naming the port, the key and the flag to change."""
     import socket
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        for flag, key in (("--port", "broker_service_port"), ("--web-port", "web_service_port")):
-            args = ["standalone", "--data-dir", str(tmp_path / flag.strip("-")), "--port", "0", "--web-port", "0",
-                    "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"]
-            args[args.index(flag) + 1] = str(port)
-            res = subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True,
-                                 timeout=60, cwd=ROOT)
-            assert res.returncode == 1 and "Traceback" not in res.stderr
-            assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
-            assert f"choose another with {flag}" in res.stderr.splitlines()[0]
-
-
-def test_bookie_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        port = held.getsockname()[1]
-        for flag, key in (("--port", "bookie_port"), ("--http-port", "http_server_port")):
-            d = tmp_path / flag.strip("-")
-            args = ["bookie", "--journal-dir", str(d / "journal"), "--ledger-dirs", str(d / "ledgers"),
-                    "--port", "0", "--http-port", "0", "--log-level", "WARNING"]
+        for flag, key in cases:
+            args = [a.replace("{case}", flag.strip("-")) for a in base_args]
             args[args.index(flag) + 1] = str(port)
             res = subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True,
                                  timeout=60, cwd=ROOT)
             assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
             assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
             assert f"choose another with {flag}" in res.stderr.splitlines()[0]
+
+
+def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+    _assert_port_in_use_is_named(
+        ["standalone", "--data-dir", str(tmp_path / "{case}"), "--port", "0", "--web-port", "0",
+         "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"],
+        [("--port", "broker_service_port"), ("--web-port", "web_service_port"),
+         ("--bookie-port", "bookie_port"), ("--bookie-http-port", "http_server_port")],
+    )
+
+
+def test_bookie_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+    _assert_port_in_use_is_named(
+        ["bookie", "--journal-dir", str(tmp_path / "{case}" / "journal"), "--ledger-dirs",
+         str(tmp_path / "{case}" / "ledgers"), "--port", "0", "--http-port", "0", "--log-level", "WARNING"],
+        [("--port", "bookie_port"), ("--http-port", "http_server_port")],
+    )
 
 
 def test_bookie_config_errors_are_one_line_with_the_key_meant(tmp_path: Path) -> None:
