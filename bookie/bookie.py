@@ -25,7 +25,7 @@ from bookie.auth import authenticator
 from quire.security.tls import ServerTls
 from bookie.config import MB, BookieConfig
 from bookie.garbage_collector import GarbageCollector, check_gc_config
-from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
+from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE, entry_lac
 from bookie.errors import DiskFullError, is_disk_full
 from bookie.journal import Journal, replay_records, trim_preallocated
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
@@ -36,6 +36,7 @@ from bookie.server import ReceiveBudget, serve_connection
 from bookie.sync_thread import SyncThread
 from metadata.ledger_ids import ledger_path
 from metadata.store import MetadataStore
+from quire.config import naming_the_port
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ class Bookie:
         """Recover and start serving; returns once the bookie accepts requests."""
         # Bind first: with bookie_port 0 the real port is part of the bookie id and cookie.
         cfg = self.config
-        self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
+        with naming_the_port("bookie_port", cfg.listening_interface, cfg.bookie_port):
+            self._listeners = await trio.open_tcp_listeners(cfg.bookie_port, host=cfg.listening_interface)
         self.port = self._listeners[0].socket.getsockname()[1]
         self.tls = None
         if cfg.tls_provider_factory_class:  # every connection on the bookie port speaks TLS
@@ -160,7 +162,7 @@ class Bookie:
                     continue
                 if storage.states.get(lid) is None:
                     storage.create_ledger(lid, b"")
-                lac = int.from_bytes(rec.payload[16:24], "big", signed=True)
+                lac = entry_lac(rec.payload)
                 while not storage.try_add(lid, eid, rec.payload, lac):
                     await storage.checkpoint(None)  # flush only: the mark must not move yet
             elif eid == jf.ENTRY_ID_MASTER_KEY:

@@ -23,43 +23,16 @@ import trio
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
 from quire.cli_types import LOG_LEVEL
+from quire.config import parse_sets
 
 log = logging.getLogger(__name__)
 
 
-def _coerce(field: dataclasses.Field, raw: str) -> Any:
-    default = field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
-    if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    if isinstance(default, list):
-        return [p for p in raw.split(",") if p]
-    return raw
-
-
 def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...]) -> BookieConfig:
-    values: dict[str, Any] = {}
-    if conf:
-        import tomllib
-
-        with open(conf, "rb") as f:
-            data = tomllib.load(f)
-        values.update(data.get("bookie", data))
-    values.update({k: v for k, v in flags.items() if v is not None})
-    fields = {f.name: f for f in dataclasses.fields(BookieConfig)}
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or key not in fields:
-            raise click.BadParameter(f"unknown or malformed setting {item!r}", param_hint="--set")
-        values[key] = _coerce(fields[key], raw)
-    try:
-        return BookieConfig.from_dict(values)
-    except (TypeError, ValueError) as exc:
-        raise click.BadParameter(str(exc)) from exc
+    """The file, then the named flags, then ``--set``; any problem is one ConfigError (quire.config)."""
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    overrides.update(parse_sets(BookieConfig, sets, what="bookie"))
+    return BookieConfig.load(conf, **overrides)
 
 
 async def _run_bookie(config: BookieConfig) -> None:

@@ -2,19 +2,20 @@
 
 Defaults are BookKeeper's code defaults (``ServerConfiguration``) except where a Python
 process needs a concrete number instead of "a share of direct memory" (cache sizes). Load
-from TOML with :meth:`BookieConfig.from_toml`; unknown keys are an error so typos surface.
+with :meth:`BookieConfig.load` (quire.config: a TOML file's ``[bookie]`` table or top level,
+plus overrides); an unknown key or a wrongly typed value is a ``quire.config.ConfigError``
+naming the key and the snake_case spelling meant, so typos surface.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bookie.errors import ConfigError
 from bookie.protocol import MAX_FRAME_SIZE
+from quire.config import build, load_config
 
 MB = 1024 * 1024
 
@@ -154,18 +155,11 @@ class BookieConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "BookieConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ConfigError(f"unknown bookie config keys: {', '.join(unknown)}")
-        return cls(**values)
+        """Unknown keys and wrongly typed values are a ConfigError (quire.config)."""
+        return build(cls, values, what="bookie")
 
     @classmethod
-    def from_toml(cls, path: str | Path, **overrides: Any) -> "BookieConfig":
-        """Load a TOML file (top level or a ``[bookie]`` table); ``overrides`` win."""
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        if "bookie" in data and isinstance(data["bookie"], dict):
-            data = data["bookie"]
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.from_dict(data)
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> "BookieConfig":
+        """The ``[bookie]`` table (or the top-level keys) of a TOML file plus overrides (None =
+        unset); every problem is a quire.config.ConfigError naming the key."""
+        return load_config(cls, path, table="bookie", what="bookie", **overrides)

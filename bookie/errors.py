@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 
+from quire import config as quire_config
+
 
 class BookieError(Exception):
     """Base of every bookie error."""
@@ -127,5 +129,6 @@ class JournalError(BookieError):
     """The journal cannot be replayed (e.g. the file named by the LastLogMark is missing)."""
 
 
-class ConfigError(BookieError, ValueError):
-    """An invalid bookie configuration."""
+class ConfigError(BookieError, quire_config.ConfigError):
+    """An invalid combination of bookie settings (one ConfigError for every component: an
+    ``except quire.config.ConfigError`` catches it, as it catches unknown keys)."""

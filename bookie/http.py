@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from bookie.http_admin import ledger_dir_bytes
 from bookie.http_admin import routes as operator_routes
-
+from quire.config import naming_the_port
 from quire.http_guard import guard_connections
 
 if TYPE_CHECKING:
@@ -229,4 +229,5 @@ async def serve_http(
         def started(self, binds: list[str]) -> None:
             task_status.started(int(binds[0].rsplit(":", 1)[1]))
 
-    await serve(build_app(bookie), cfg, shutdown_trigger=shutdown.wait, task_status=_Status())  # type: ignore[arg-type]
+    with naming_the_port("http_server_port", host, port):
+        await serve(build_app(bookie), cfg, shutdown_trigger=shutdown.wait, task_status=_Status())  # type: ignore[arg-type]

@@ -26,7 +26,6 @@ import logging
 import mmap
 import os
 import queue
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ from typing import Callable, Iterator
 
 import outcome
 import trio
-from crc32c import crc32c
 
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
@@ -46,21 +44,7 @@ from bookie.metrics import BookieMetrics
 
 log = logging.getLogger(__name__)
 
-# Record prefix of journal_format (length, crc32c over length + payload), inlined in append().
-_LEN = struct.Struct(">I")
-_RECORD_PREFIX = struct.Struct(">II")
-# crc32c of a record's 4-byte length field, by length: the record CRC chains from it, and adds
-# of one topic mostly share a few sizes, so this saves a pack + a crc call per record. Bounded
-# (cleared when full) since sizes are client-chosen.
-_LEN_CRC: dict[int, int] = {}
-_LEN_CRC_MAX = 4096
-
-
-def _len_crc(n: int) -> int:
-    if len(_LEN_CRC) >= _LEN_CRC_MAX:
-        _LEN_CRC.clear()
-    crc = _LEN_CRC[n] = crc32c(_LEN.pack(n))
-    return crc
+_record_prefix = jf.record_prefix  # the record framing of journal_format, bound once for the add path
 
 # Called once the record is durable (None) or failed to be written (the error).
 Callback = Callable[[BaseException | None], None]
@@ -133,7 +117,7 @@ class Journal:
         self.config = config
         self.metrics = metrics
         self.current_dir = Path(config.journal_directory) / "current"
-        self._pending: list[bytes] = []  # record prefix, payload, prefix, payload, ...
+        self._pending: list[bytes | bytearray | memoryview] = []  # record prefix, payload, prefix, payload, ...
         self._pending_cbs: list[Callback] = []
         self._pending_acks: list[object] = []
         # Receives the ack tokens of each durable (or failed) group in one call: per-group,
@@ -225,7 +209,7 @@ class Journal:
                 callback(self._failed)
             return
         n = len(payload)
-        prefix = _RECORD_PREFIX.pack(n, crc32c(payload, crc32c(_LEN.pack(n))))
+        prefix = _record_prefix(payload)
         if not self._pending:
             self._pending_since = time.monotonic()
             self._wakeup.set()
@@ -248,10 +232,7 @@ class Journal:
         if not pending:
             self._pending_since = time.monotonic()
             self._wakeup.set()
-        seed = _LEN_CRC.get(n)
-        if seed is None:
-            seed = _len_crc(n)
-        pending.append(_RECORD_PREFIX.pack(n, crc32c(payload, seed)))
+        pending.append(_record_prefix(payload))
         pending.append(payload)
         self._pending_acks.append(token)
         self._pending_bytes += n + 8
@@ -398,7 +379,7 @@ class Journal:
     async def flush(self) -> LogMark:
         """Make everything appended so far durable; returns the durable mark."""
         if self._pending:
-            await self.append_and_wait(_NOOP_RECORD)
+            await self.append_and_wait(jf.NOOP_PAYLOAD)
         elif not self.config.journal_sync_data:
             await self._sync_only()
         return self.durable_mark
@@ -486,10 +467,6 @@ def trim_preallocated(current_dir: Path, below: int) -> int:
         os.truncate(path, end)
         freed += size - end
     return freed
-
-
-# A record for ledger 0 with an unused negative id: replay skips it; it only forces a group.
-_NOOP_RECORD = (0).to_bytes(8, "big") + (-0x4000).to_bytes(8, "big", signed=True)
 
 
 def replay_records(current_dir: Path, mark: LogMark) -> Iterator[jf.Record]:

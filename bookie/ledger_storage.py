@@ -25,6 +25,7 @@ import trio
 
 from bookie import compactor
 from bookie.config import MB, BookieConfig
+from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE, entry_lac
 from bookie.entry_logger import EntryLogger
 from bookie.errors import BookieIOError, DiskFullError, NoEntryError, NoLedgerError, TooManyRequestsError, is_disk_full
 from bookie.journal import Journal
@@ -318,8 +319,8 @@ class LedgerStorage:
             last = await self.last_entry_id(ledger_id)
             if last >= 0:
                 data = await self.read_entry(ledger_id, last)
-                if len(data) >= 24:
-                    st.lac = max(st.lac, int.from_bytes(data[16:24], "big", signed=True))
+                if len(data) >= ENTRY_HEADER_SIZE:
+                    st.lac = max(st.lac, entry_lac(data))
         return st.lac
 
     # --- checkpoint ------------------------------------------------------------------------

@@ -14,7 +14,6 @@ that miss, fence, long poll, write LAC) runs as a task in the connection's nurse
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -23,7 +22,7 @@ import trio
 
 from bookie import journal_format as jf
 from bookie.config import BookieConfig
-from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE
+from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE, unpack_ids
 from bookie.errors import (
     BadRequestError,
     NoEntryError,
@@ -36,19 +35,13 @@ from bookie.journal import Journal
 from bookie.ledger_index import TOP_UNKNOWN, LedgerState
 from bookie.ledger_storage import LedgerStorage
 from bookie.metrics import BookieMetrics
-from bookie.protocol import Flag, Op, Request, Status, encode_frame
+from bookie.protocol import Flag, Op, Request, Status, encode_add_reply, encode_frame
 from bookie.registration import BookieState
 
 log = logging.getLogger(__name__)
 
 _ADD = int(Op.ADD)
 _READ = int(Op.READ)
-_ENTRY_IDS = struct.Struct(">Qqq")  # ledger id, entry id, LAC at the start of every entry
-# A whole ADD reply frame in one pack: total_len, header_len, then the msgpack header
-# [op, request_id, status, ledger_id, entry_id, -1, -1, 0, 0, []] with fixed-width ints
-# (valid msgpack: decoders accept non-minimal encodings), so no msgpack call per entry.
-_ADD_REPLY = struct.Struct(">IIBBBQBHBQBqBBBBB")
-_ADD_REPLY_HLEN = _ADD_REPLY.size - 8
 _FENCE = int(Flag.FENCE)
 _RECOVERY = int(Flag.RECOVERY_ADD)
 _PIGGYBACK = int(Flag.PIGGYBACK)
@@ -199,7 +192,7 @@ class RequestProcessor:
         body = req.body
         if len(body) < ENTRY_HEADER_SIZE or req.entry_id < 0:
             return int(Status.BAD_REQUEST)
-        lid, eid, _ = _ENTRY_IDS.unpack_from(body)
+        lid, eid, _ = unpack_ids(body)
         if lid != req.ledger_id or eid != req.entry_id:
             return int(Status.BAD_REQUEST)
         return 0
@@ -223,7 +216,7 @@ class RequestProcessor:
             if status:
                 self._add_error(req, conn, status)
                 return True
-        l, e, lac = _ENTRY_IDS.unpack_from(body)
+        l, e, lac = unpack_ids(body)
         if l != lid or e != req.entry_id:
             self._add_error(req, conn, int(Status.BAD_REQUEST))
             return True
@@ -290,8 +283,7 @@ class RequestProcessor:
         """A journal group is durable (or failed): answer all its adds, one send per connection."""
         # A group that failed for lack of space answers READ_ONLY (StorageError.status).
         status = 0 if err is None else int(getattr(err, "status", Status.IO))
-        pack = _ADD_REPLY.pack
-        size, hlen = _ADD_REPLY.size - 4, _ADD_REPLY_HLEN
+        encode = encode_add_reply
         last_conn = None
         out: list[bytes] = []
         batches: list[tuple[ReplySink, list[bytes]]] = []
@@ -300,8 +292,7 @@ class RequestProcessor:
                 # Tokens come in runs per connection; a dict is needed only to merge runs.
                 last_conn, out = conn, []
                 batches.append((conn, out))
-            # array(10), op, u64 rid, u16 status, u64 lid, i64 eid, -1, -1, 0, 0, array(0)
-            out.append(pack(size, hlen, 0x9A, _ADD, 0xCF, rid, 0xCD, status, 0xCF, lid, 0xD3, eid, 0xFF, 0xFF, 0, 0, 0x90))
+            out.append(encode(rid, status, lid, eid))
         merged: dict[ReplySink, list[bytes]] = {}
         for conn, frames in batches:
             if conn in merged:
@@ -356,7 +347,7 @@ class RequestProcessor:
                 if stored is not None and stored != req.body:
                     self._refuse_overwrite(req, conn)
                     return
-                lac = _ENTRY_IDS.unpack_from(req.body)[2]
+                lac = unpack_ids(req.body)[2]
                 if self.storage.try_add(lid, eid, req.body, lac):
                     break
                 if not deadline:

@@ -621,6 +621,7 @@ class AdminApi:
             return [n for n, s in (await self._loaded(p)).subscriptions.items() if s.durable]
         found = await self._for_each(request, name, names, targets=[name.partition(i) for i in range(old)],
                                      method="GET", suffix="/subscriptions", tolerate=(404,))
+        assert not isinstance(found, Response)  # explicit targets: answered here, never redirected
         subs = sorted({n for part in found or [] for n in part or []})
         fresh = [name.partition(i) for i in range(old, new)]
         for sub in subs:

@@ -7,7 +7,6 @@ for standalone's bookie), then the named flags, then ``--set key=value``. SIGINT
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import logging
@@ -20,35 +19,16 @@ import trio
 
 from broker.config import BrokerConfig, ledger_client_config
 from quire.cli_types import LOG_LEVEL
-from quire.config import read_toml, suggest
+from quire.config import parse_sets, read_toml
 
 log = logging.getLogger(__name__)
 
 
-def _coerce(field: dataclasses.Field, raw: str) -> Any:  # type: ignore[type-arg]
-    default = field.default
-    if field.default_factory is list:  # type: ignore[comparison-overlap]
-        return [item.strip() for item in raw.split(",") if item.strip()]  # --set superuser_roles=a,b
-    if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes", "on")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    return raw
-
-
 def build_config(conf: str | None, flags: dict[str, Any], sets: tuple[str, ...]) -> BrokerConfig:
-    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
-    extra: dict[str, Any] = {}
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
-        if key not in fields:
-            raise click.BadParameter(f"unknown broker config key {key!r}{suggest(key, fields)}", param_hint="--set")
-        extra[key] = _coerce(fields[key], raw)
-    return BrokerConfig.load(conf, **{**{k: v for k, v in flags.items() if v is not None}, **extra})
+    """The file, then the named flags, then ``--set``; any problem is one ConfigError (quire.config)."""
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    overrides.update(parse_sets(BrokerConfig, sets, what="broker"))
+    return BrokerConfig.load(conf, **overrides)
 
 
 async def _until_signal(main: Callable[..., Awaitable[None]], *args: Any) -> None:

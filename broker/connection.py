@@ -49,6 +49,7 @@ from quire.security.providers import AuthResult, PeerCert
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
+    from broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -695,7 +696,7 @@ class ServerConnection:
                 mode = c.keySharedMeta.keySharedMode
                 ranges = [(r.start, r.end) for r in c.keySharedMeta.hashRanges] or None
             consumer = Consumer(
-                subscription=None,  # type: ignore[arg-type]
+                subscription=None,  # attached by the topic below
                 peer=self, consumer_id=cid,
                 name=c.consumer_name if c.consumer_name else uuid.uuid4().hex[:10],
                 sub_type=c.subType, priority_level=c.priority_level,
@@ -768,15 +769,15 @@ class ServerConnection:
                      consumer.subscription.topic.name, consumer.subscription.name, self.address)
         self.write(C.success(c.request_id))
 
-    def _consumer(self, consumer_id: int) -> Consumer:
+    def _consumer(self, consumer_id: int) -> tuple[Consumer, Subscription]:
+        """The consumer and the subscription it is attached to (ConsumerNotFoundError if none)."""
         consumer = self.consumers.get(consumer_id)
         if consumer is None or consumer.subscription is None:
             raise ConsumerNotFoundError(f"Consumer {consumer_id} not found")
-        return consumer
+        return consumer, consumer.subscription
 
     async def _on_unsubscribe(self, c: pb.CommandUnsubscribe) -> None:
-        consumer = self._consumer(c.consumer_id)
-        sub = consumer.subscription
+        consumer, sub = self._consumer(c.consumer_id)
         if any(other is not consumer for other in sub.consumers):
             raise NotAllowedError("Subscription has other connected consumers")
         self.consumers.pop(c.consumer_id, None)
@@ -787,8 +788,7 @@ class ServerConnection:
         self.write(C.success(c.request_id))
 
     async def _on_seek(self, c: pb.CommandSeek) -> None:
-        consumer = self._consumer(c.consumer_id)
-        sub = consumer.subscription
+        _, sub = self._consumer(c.consumer_id)
         if c.HasField("message_id"):
             await sub.reset(_seek_position(c.message_id))
         elif c.HasField("message_publish_time"):
@@ -798,8 +798,7 @@ class ServerConnection:
         self.write(C.success(c.request_id))
 
     async def _on_get_last_message_id(self, c: pb.CommandGetLastMessageId) -> None:
-        consumer = self._consumer(c.consumer_id)
-        sub = consumer.subscription
+        _, sub = self._consumer(c.consumer_id)
         topic = sub.topic
         last, batch_index = await topic.last_message_id()
         partition = topic.name.partition_index

@@ -27,6 +27,7 @@ from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, Persi
 from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
 from managed_ledger.errors import ManagedLedgerError
+from managed_ledger.interfaces import ManagedCursorView
 
 if TYPE_CHECKING:
     from broker.topic import PersistentTopic
@@ -44,7 +45,7 @@ def _popcount(words: list[int]) -> int:
 
 
 class Subscription:
-    def __init__(self, topic: "PersistentTopic", name: str, cursor: Any, durable: bool = True) -> None:
+    def __init__(self, topic: "PersistentTopic", name: str, cursor: ManagedCursorView, durable: bool = True) -> None:
         self.topic = topic
         self.config = topic.config
         self.name = name

@@ -117,15 +117,18 @@ class AsyncClient:
 
     # -- producers ----------------------------------------------------------------------------
 
-    async def create_producer(self, topic: str, config: ProducerConfig | None = None, **options: Any):  # type: ignore[no-untyped-def]
+    async def create_producer(
+        self, topic: str, config: ProducerConfig | None = None, **options: Any
+    ) -> Producer | PartitionedProducer:
         """A ``Producer`` (or ``PartitionedProducer``); options as ``ProducerConfig`` fields."""
         self._check_open()
         cfg = config or ProducerConfig(**options)
         name = fully_qualified(topic)
         partitions = await self._lookup.partitions(name)
+        producer: Producer | PartitionedProducer
         if partitions > 0:
-            producer: Any = PartitionedProducer(self._ctx, name, cfg, partitions)
-            await producer._start()
+            producer = partitioned = PartitionedProducer(self._ctx, name, cfg, partitions)
+            await partitioned._start()
         else:
             producer = Producer(self._ctx, name, cfg)
             await self._ctx.start_child(producer)

@@ -226,8 +226,9 @@ class Client:
                 **tls,  # type: ignore[arg-type]
             )
         )
-        self._async = self._loop.client
-        assert self._async is not None
+        client = self._loop.client
+        assert client is not None
+        self._async: AsyncClient = client
 
     def create_producer(
         self,

@@ -23,7 +23,7 @@ from .auth import Authentication
 from .protocol import commands as cmds
 from .protocol import frames
 from .protocol.errors import ProtocolError
-from .protocol.pulsar_api_pb2 import BaseCommand
+from .protocol.pulsar_api_pb2 import BaseCommand, CommandMessage, CommandSendError, CommandSendReceipt
 
 log = logging.getLogger(__name__)
 T = BaseCommand.Type
@@ -41,13 +41,13 @@ _RESPONSE_TYPES = {
 
 
 class ProducerHandler(Protocol):
-    def _on_receipt(self, cnx: "ClientConnection", receipt: Any) -> None: ...
-    def _on_send_error(self, cnx: "ClientConnection", error: Any) -> None: ...
+    def _on_receipt(self, cnx: "ClientConnection", receipt: CommandSendReceipt) -> None: ...
+    def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None: ...
     def _on_disconnected(self, cnx: "ClientConnection") -> None: ...
 
 
 class ConsumerHandler(Protocol):
-    def _on_message(self, cnx: "ClientConnection", message: Any, frame: frames.Frame) -> None: ...
+    def _on_message(self, cnx: "ClientConnection", message: CommandMessage, frame: frames.Frame) -> None: ...
     def _on_disconnected(self, cnx: "ClientConnection") -> None: ...
     def _on_active_change(self, active: bool) -> None: ...
     def _on_end_of_topic(self) -> None: ...
@@ -167,7 +167,8 @@ class ClientConnection:
         producers, consumers = list(self._producers.values()), list(self._consumers.values())
         self._producers.clear()
         self._consumers.clear()
-        for handler in [*producers, *consumers]:
+        handlers: list[ProducerHandler | ConsumerHandler] = [*producers, *consumers]
+        for handler in handlers:
             handler._on_disconnected(self)
 
     def close(self, reason: str = "closed by client") -> None:

@@ -39,7 +39,9 @@ from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
 from .protocol.errors import ProtocolError
-from .protocol.pulsar_api_pb2 import CommandAck, CommandSubscribe, KeySharedMode
+from .protocol.pulsar_api_pb2 import (
+    BaseCommand, CommandAck, CommandMessage, CommandSubscribe, KeySharedMode, MessageIdData, MessageMetadata,
+)
 
 if TYPE_CHECKING:
     from .client_context import ClientContext
@@ -87,6 +89,7 @@ class ConsumerBase(abc.ABC):
 
     _queue: MessageQueue[Message]
     _config: ConsumerConfig
+    _ctx: "ClientContext"
 
     def subscription_name(self) -> str:
         return self._config.subscription_name
@@ -160,6 +163,36 @@ class ConsumerBase(abc.ABC):
     @abc.abstractmethod
     def _check_open(self) -> None:
         """Raise if the consumer is closed or failed."""
+
+    # The rest of the public API, which each kind implements its own way (one topic, or fanned
+    # out to its children): readers, the blocking facade and the CLI hold a ConsumerBase.
+
+    @abc.abstractmethod
+    def topic(self) -> str: ...
+
+    @abc.abstractmethod
+    def consumer_name(self) -> str: ...
+
+    @abc.abstractmethod
+    def is_connected(self) -> bool: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def unsubscribe(self) -> None: ...
+
+    @abc.abstractmethod
+    async def redeliver_unacknowledged_messages(self) -> None: ...
+
+    @abc.abstractmethod
+    async def seek(self, target: MessageId | int) -> None: ...
+
+    @abc.abstractmethod
+    async def get_last_message_id(self) -> MessageId: ...
+
+    @abc.abstractmethod
+    async def has_message_available(self) -> bool: ...
 
 
 def _id_of(target: Message | MessageId) -> MessageId:
@@ -265,7 +298,7 @@ class Consumer(ConsumerBase):
                 if self._own_queue:
                     self._queue.close()
 
-    def _subscribe_command(self, request_id: int):  # type: ignore[no-untyped-def]
+    def _subscribe_command(self, request_id: int) -> BaseCommand:
         cfg = self._config
         start = None
         if not cfg.durable:
@@ -425,7 +458,7 @@ class Consumer(ConsumerBase):
             key = (mid._ledger, mid._entry)
             self._redelivery.delivered(key, trio.current_time())
 
-    def _discard(self, cnx: "ClientConnection", mid: Any, error: int, count: int) -> None:
+    def _discard(self, cnx: "ClientConnection", mid: MessageIdData, error: int, count: int) -> None:
         log.warning("%s: discarding entry %s (validation error %s)", self._topic, cmds.message_id_tuple(mid), error)
         cnx.send(cmds.ack(self._consumer_id, [cmds.message_id(mid.ledgerId, mid.entryId)], validation_error=error))
         self._credit(count)
@@ -442,7 +475,7 @@ class Consumer(ConsumerBase):
             return not inclusive
         return batch_index < start.batch_index() if inclusive else batch_index <= start.batch_index()
 
-    def _on_message(self, cnx: "ClientConnection", cmd: Any, frame: frames.Frame) -> None:
+    def _on_message(self, cnx: "ClientConnection", cmd: CommandMessage, frame: frames.Frame) -> None:
         if cnx is not self._cnx:
             return
         if cmd.HasField("consumer_epoch") and cmd.consumer_epoch < self._epoch:
@@ -542,7 +575,9 @@ class Consumer(ConsumerBase):
         if out:
             self._queue.put_many(out)
 
-    def _on_chunk(self, cmd: Any, meta: Any, payload: memoryview, ledger: int, entry: int, partition: int) -> None:
+    def _on_chunk(
+        self, cmd: CommandMessage, meta: MessageMetadata, payload: memoryview, ledger: int, entry: int, partition: int
+    ) -> None:
         done = self._chunks.add(meta.uuid, meta.chunk_id, meta.num_chunks_from_msg, payload, (ledger, entry))
         if done is None:
             # an intermediate chunk is consumed now (the last one is counted on dequeue), and so

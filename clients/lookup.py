@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import errors
 from .connection_pool import ConnectionPool
 from .protocol import commands as cmds
@@ -17,7 +19,8 @@ MAX_REDIRECTS = 20
 class LookupService:
     """Lookups go to the service URL first and follow Redirect answers (up to 20)."""
 
-    def __init__(self, pool: ConnectionPool, service_url: str, next_request_id, operation_timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, pool: ConnectionPool, service_url: str, next_request_id: Callable[[], int],
+                 operation_timeout_s: float) -> None:
         self._pool = pool
         self.service_url = service_url
         self.tls = service_url.startswith("pulsar+ssl://")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .message_id import MessageId
 
 if TYPE_CHECKING:
-    from .consumer import ConsumerBase
+    from .consumer import Consumer
 
 
 class Message:
@@ -33,7 +33,7 @@ class Message:
         sequence_id: int = -1,
         null_value: bool = False,
         schema: Any = None,
-        consumer: "ConsumerBase | None" = None,
+        consumer: "Consumer | None" = None,
         schema_version: bytes = b"",
     ) -> None:
         self._data = data

@@ -26,7 +26,7 @@ from .options import BatchingType, CompressionType, PartitionsRoutingMode, Produ
 from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
-from .protocol.pulsar_api_pb2 import ServerError
+from .protocol.pulsar_api_pb2 import CommandSendError, CommandSendReceipt, MessageMetadata, ServerError
 
 if TYPE_CHECKING:
     from .client_context import ClientContext
@@ -390,7 +390,7 @@ class Producer:
         cnx = self._cnx
         return cnx.max_message_size if cnx is not None else self._ctx.max_message_size
 
-    def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any):  # type: ignore[no-untyped-def]
+    def _metadata(self, msg: OutgoingMessage, seq: int, **extra: Any) -> MessageMetadata:
         return cmds.message_metadata(
             self._name or "",
             seq,
@@ -492,7 +492,7 @@ class Producer:
 
     # -- broker replies ------------------------------------------------------------------------
 
-    def _on_receipt(self, cnx: "ClientConnection", receipt: Any) -> None:
+    def _on_receipt(self, cnx: "ClientConnection", receipt: CommandSendReceipt) -> None:
         seq = receipt.sequence_id
         if not self._pending:
             return  # late receipt for something already timed out
@@ -518,7 +518,7 @@ class Producer:
             fut._resolve(mid)
         self._release(op)
 
-    def _on_send_error(self, cnx: "ClientConnection", error: Any) -> None:
+    def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
         if error.error == ServerError.ChecksumError and self._pending and self._pending[0].sequence_id == error.sequence_id:
             op = self._pending.popleft()
             self._fail_op(op, errors.ChecksumError(error.message))

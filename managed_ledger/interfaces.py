@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
+from managed_ledger.config import ManagedLedgerConfig
 from managed_ledger.position import Entry, Position
 
 
@@ -115,7 +116,7 @@ class ManagedLedgerView(Protocol):
 class ManagedLedgerFactoryView(Protocol):
     """Opens managed ledgers by name (``managed_ledger.factory.ManagedLedgerFactory``)."""
 
-    async def open(self, name: str, config: Any = None) -> ManagedLedgerView: ...
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedLedgerView: ...
 
     async def delete(self, name: str) -> None: ...
 

@@ -28,6 +28,7 @@ from managed_ledger.formats import decode_cursor_info, decode_ml_info
 from managed_ledger.ledger import ML_ROOT
 from metadata.errors import MetadataError, NotFoundError
 from metadata.ledger_ids import iter_ledger_ids, ledger_path
+from metadata.store import MetadataStore
 
 if TYPE_CHECKING:
     from managed_ledger.factory import ManagedLedgerFactory
@@ -91,7 +92,7 @@ async def sweep_orphan_ledgers(factory: "ManagedLedgerFactory", min_age_s: float
     return deleted
 
 
-async def _stored_reference(store: Any, kind: str, key: str, ledger_id: int) -> bool:
+async def _stored_reference(store: MetadataStore, kind: str, key: str, ledger_id: int) -> bool:
     """Whether the metadata node of the managed ledger / cursor names the ledger. True
     (keep it) when the node cannot be read: never delete on a doubt."""
     try:

@@ -133,6 +133,38 @@ def load_config(cls: type[T], path: str | Path | None = None, *, table: str, wha
     return build(cls, values, what=what or table, source=str(path) if path is not None else "")
 
 
+def parse_sets(cls: type[Any], items: typing.Iterable[str], *, what: str) -> dict[str, Any]:
+    """``--set key=value`` command-line items -> overrides for ``cls``, each value read as the type
+    of its field's default (bool: 1/true/yes/on; list: comma-separated); ConfigError otherwise."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+        if key not in fields:
+            raise ConfigError(f"unknown {what} config key {key!r} in --set{suggest(key, fields)}")
+        try:
+            out[key] = _from_text(fields[key], raw)
+        except ValueError:
+            raise ConfigError(f"{what} config key {key!r} = {raw!r} in --set: expected {fields[key].type}") from None
+    return out
+
+
+def _from_text(field: dataclasses.Field[Any], raw: str) -> Any:
+    default = field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    if isinstance(default, list):
+        return [p for p in raw.split(",") if p]
+    return raw
+
+
 def _fits(value: Any, hint: Any) -> bool:
     """A light check of TOML scalars/lists against a field's annotation (ints fit floats)."""
     if hint is Any:

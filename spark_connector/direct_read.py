@@ -14,6 +14,8 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from metadata.store import MetadataStore
+
 from .admin import PARTITION_SUFFIX
 from .positions import Pos
 from .entries import EntryDecoder
@@ -49,7 +51,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
     partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
 
     async def fetch(put: Put, stop: threading.Event) -> None:
-        store: Any
+        store: MetadataStore
         if metadata_url.startswith("rocksdb://"):
             # a standalone's embedded store: read a snapshot, the standalone process owns the database
             from metadata.rocksdb_store import open_rocksdb_store

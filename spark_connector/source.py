@@ -6,7 +6,7 @@ JSON or AVRO schema in the broker's registry, that record's fields in place of `
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
@@ -41,6 +41,11 @@ def topics_value_schema(opts: PulsarOptions) -> ValueSchema | None:
     kind, definition = next(iter(distinct))  # type: ignore[misc]
     return ValueSchema(kind, definition)
 
+if TYPE_CHECKING:  # imported when Spark asks for them: a read does not load the writer
+    from .batch import PulsarBatchReader
+    from .stream import PulsarStreamReader
+    from .write import PulsarBatchWriter, PulsarStreamWriter
+
 
 class PulsarDataSource(DataSource):
     """Register with ``spark.dataSource.register(PulsarDataSource)``; options as StreamNative's connector."""
@@ -70,18 +75,18 @@ class PulsarDataSource(DataSource):
             return SCHEMA_DDL if vs is None else f"{vs.ddl()}, {META_DDL}"
         return SCHEMA_DDL
 
-    def reader(self, schema: StructType):  # type: ignore[no-untyped-def]
+    def reader(self, schema: StructType) -> PulsarBatchReader:
         from .batch import PulsarBatchReader
         return PulsarBatchReader(self._read_options(streaming=False))
 
-    def streamReader(self, schema: StructType):  # type: ignore[no-untyped-def]
+    def streamReader(self, schema: StructType) -> PulsarStreamReader:
         from .stream import PulsarStreamReader
         return PulsarStreamReader(self._read_options(streaming=True))
 
-    def writer(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
+    def writer(self, schema: StructType, overwrite: bool) -> PulsarBatchWriter:
         from .write import PulsarBatchWriter
         return PulsarBatchWriter(parse_options(self.options, purpose="write"), schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
+    def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
         from .write import PulsarStreamWriter
         return PulsarStreamWriter(parse_options(self.options, purpose="write"), schema)

@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1
 log = logging.getLogger(__name__)
 
 
-class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: PulsarOptions) -> None:
         self.opts = opts
         self.subscription = opts.predefined_subscription or \

@@ -9,9 +9,13 @@ masked to uint64 on the way out (``MessageId.earliest`` is (-1, -1)) and read ba
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import pulsar_api_pb2 as pb
 from .pulsar_api_pb2 import BaseCommand, MessageIdData
+
+if TYPE_CHECKING:
+    from .pulsar_api_pb2 import KeyValue, _RepeatedMessage  # stub-only container type
 
 T = BaseCommand.Type
 
@@ -44,7 +48,9 @@ def type_name(command: BaseCommand) -> str:
         return str(command.type)
 
 
-def sub_command(command: BaseCommand):  # type: ignore[no-untyped-def]
+# Sub-commands are typed Any: which message class a BaseCommand field holds depends on its type
+# number at run time (callers that know the type read the typed field, e.g. ``command.send``).
+def sub_command(command: BaseCommand) -> Any:
     """The sub-command message that ``command.type`` selects (e.g. ``command.send``)."""
     name = FIELD_BY_TYPE.get(command.type)
     if name is None:
@@ -52,7 +58,7 @@ def sub_command(command: BaseCommand):  # type: ignore[no-untyped-def]
     return getattr(command, name)
 
 
-def _base(kind: int) -> tuple[BaseCommand, object]:
+def _base(kind: int) -> tuple[BaseCommand, Any]:
     cmd = BaseCommand(type=kind)
     sub = getattr(cmd, FIELD_BY_TYPE[kind])
     sub.SetInParent()  # empty sub-commands (PING) must still be present
@@ -65,7 +71,7 @@ def _set(sub: object, **fields: object) -> None:
             setattr(sub, name, value)
 
 
-def _key_values(target, mapping: Mapping[str, str] | None) -> None:  # type: ignore[no-untyped-def]
+def _key_values(target: _RepeatedMessage[KeyValue], mapping: Mapping[str, str] | None) -> None:
     if mapping:
         for k, v in mapping.items():
             target.add(key=k, value=v)

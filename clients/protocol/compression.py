@@ -8,7 +8,9 @@ the optional ``cramjam`` package).
 
 from __future__ import annotations
 
+import importlib
 import zlib
+from types import ModuleType
 
 import lz4.block
 import zstandard
@@ -16,10 +18,15 @@ import zstandard
 from .errors import CompressionError
 from .pulsar_api_pb2 import LZ4, NONE, SNAPPY, ZLIB, ZSTD
 
-try:  # optional: snappy through cramjam's Rust bindings
-    import cramjam
-except ImportError:  # pragma: no cover - depends on the environment
-    cramjam = None
+
+def _optional_module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+
+
+cramjam = _optional_module("cramjam")  # optional: snappy through cramjam's Rust bindings
 
 Buffer = bytes | bytearray | memoryview
 

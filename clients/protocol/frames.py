@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TypeVar
 
 import crc32c as _crc32c
 from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as ProtoMessage
 
 from .errors import FrameTooLargeError, ProtocolError
 from .pulsar_api_pb2 import BaseCommand, BrokerEntryMetadata, MessageMetadata
@@ -128,7 +130,10 @@ class Frame:
         return _MAGIC_CRC.pack(MAGIC_CRC32C, crc) + bytes(self.metadata_and_payload)
 
 
-def _parse(message_type: type, data: Buffer, what: str):  # type: ignore[no-untyped-def]
+_M = TypeVar("_M", bound=ProtoMessage)
+
+
+def _parse(message_type: type[_M], data: Buffer, what: str) -> _M:
     msg = message_type()
     try:
         msg.ParseFromString(data)

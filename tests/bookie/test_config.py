@@ -10,7 +10,7 @@ import trio
 from bookie.bookie import run_bookie
 from bookie.cli import build_config
 from bookie.config import BookieConfig
-from bookie.errors import ConfigError
+from quire.config import ConfigError
 from bookie.protocol import Status
 from tests.bookie.helpers import BookieClient, make_config
 
@@ -18,14 +18,14 @@ from tests.bookie.helpers import BookieClient, make_config
 def test_toml_defaults_and_overrides(tmp_path: Path) -> None:
     conf = tmp_path / "bookie.toml"
     conf.write_text('[bookie]\nbookie_port = 3999\nledger_directories = ["/a", "/b"]\njournal_max_group_wait_ms = 5\n')
-    cfg = BookieConfig.from_toml(conf, journal_directory="/j")
+    cfg = BookieConfig.load(conf, journal_directory="/j")
     assert cfg.bookie_port == 3999 and cfg.ledger_directories == ["/a", "/b"] and cfg.journal_directory == "/j"
     assert cfg.journal_max_group_wait_ms == 5 and cfg.journal_buffered_writes_threshold == 512 * 1024
     assert cfg.journal_sync_data is True and cfg.log_size_limit == 1 << 30 and cfg.bookie_id == "127.0.0.1:3999"
     bad = tmp_path / "bad.toml"
     bad.write_text("jornal_sync_data = false\n")
     with pytest.raises(ConfigError, match="jornal_sync_data"):
-        BookieConfig.from_toml(bad)
+        BookieConfig.load(bad)
 
 
 def test_cli_flags_and_set_override_file(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bookie import journal_format as jf
 from bookie.errors import FormatError, JournalError
@@ -177,3 +179,29 @@ def test_trim_preallocated_gives_back_zeros_and_keeps_records(tmp_path: Path) ->
     assert freed == jf.HEADER_SIZE + (1 << 20) - len(body)
     assert (cur / jf.file_name(2)).stat().st_size == jf.HEADER_SIZE + (1 << 20)
     assert [bytes(r.payload) for r in replay_records(cur, LogMark(1, jf.HEADER_SIZE)) if r.entry_id >= 0][:3] == payloads
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1), st.binary(max_size=60)), max_size=8),
+       st.integers(-(2**63), 2**63 - 1))
+def test_fuzz_records_round_trip(recs: list[tuple[int, int, bytes]], lac: int) -> None:
+    """Every record layout (data, explicit LAC, no-op) scans back to what was written; the
+    prefix the journal writes before each payload is the format's own record framing."""
+    payloads = [jf.explicit_lac_payload(lid, lac, body) if eid < 0 else lid.to_bytes(8, "big") + eid.to_bytes(8, "big") + body
+                for lid, eid, body in recs] + [jf.NOOP_PAYLOAD]
+    image = jf.encode_header(1) + b"".join(jf.record_prefix(p) + p for p in payloads)
+    assert image == jf.encode_header(1) + b"".join(jf.encode_record(p) for p in payloads)
+    out = list(jf.scan(image, jf.HEADER_SIZE))
+    assert [r.payload for r in out] == payloads
+    for (lid, eid, body), r in zip(recs, out):
+        assert r.ledger_id == lid
+        if eid < 0:
+            assert r.entry_id == jf.ENTRY_ID_EXPLICIT_LAC and r.explicit_lac() == (lac, body)
+    assert (out[-1].ledger_id, out[-1].entry_id) == (0, jf.ENTRY_ID_NOOP)
+
+
+def test_record_prefix_length_crc_cache_stays_correct_when_full() -> None:
+    """More distinct sizes than the length-CRC cache holds: every prefix still verifies."""
+    payloads = [bytes(16 + n) for n in range(5000)]
+    image = jf.encode_header(1) + b"".join(jf.record_prefix(p) + p for p in payloads)
+    assert len(list(jf.scan(image, jf.HEADER_SIZE))) == len(payloads)

@@ -142,3 +142,21 @@ def test_entry_crc_matches_layout() -> None:
     meta = struct.pack(">QqqQ", 1, 0, -1, 3)
     assert data[:32] == meta
     assert int.from_bytes(data[32:36], "big") == crc32c(meta + b"abc")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.sampled_from(list(Status)), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1))
+def test_fuzz_add_reply_round_trip(rid: int, status: Status, lid: int, eid: int) -> None:
+    """The bookie's hand-packed ADD reply is a frame any decoder reads as the full Response."""
+    frame = protocol.encode_add_reply(rid, int(status), lid, eid)
+    assert len(_frames(frame)) == 1
+    assert protocol.decode_response(_frames(frame)[0]) == Response(Op.ADD, rid, status, lid, eid)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+       st.integers(0, 2**64 - 1), st.binary(max_size=40))
+def test_fuzz_entry_ids_and_lac_round_trip(lid: int, eid: int, lac: int, length: int, payload: bytes) -> None:
+    data = entry_format.pack_entry(lid, eid, lac, length, payload)
+    assert entry_format.unpack_ids(data) == (lid, eid, lac)
+    assert entry_format.entry_lac(data) == lac == entry_format.unpack_header(data).lac

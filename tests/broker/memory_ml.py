@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import trio
 
-from managed_ledger import Entry, Position
+from managed_ledger import Entry, ManagedLedgerConfig, Position
 from managed_ledger.errors import CursorNotFoundError, InvalidPositionError, ManagedLedgerClosedError
 
 LEDGER = 1
@@ -230,7 +230,7 @@ class MemoryManagedLedgerFactory:
     async def __aexit__(self, *exc: object) -> None:
         pass
 
-    async def open(self, name: str, config: Any = None) -> MemoryManagedLedger:
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> MemoryManagedLedger:
         ml = self.ledgers.get(name)
         if ml is None or ml.closed:
             old = ml

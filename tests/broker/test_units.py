@@ -148,10 +148,14 @@ def test_cli_config_layers(tmp_path: Path) -> None:
                      ("max_unacked_messages_per_consumer=3", "broker_deduplication_enabled=true"))
     assert (c.broker_service_port, c.web_service_port, c.delayed_delivery_tick_time_millis) == (7001, 9001, 50)
     assert c.max_unacked_messages_per_consumer == 3 and c.broker_deduplication_enabled is True
-    import click
+    from quire.config import ConfigError
 
-    with pytest.raises(click.BadParameter):
+    with pytest.raises(ConfigError, match="no_such"):
         build_config(None, {}, ("no_such=1",))
+    with pytest.raises(ConfigError, match="did you mean broker_deduplication_enabled"):
+        build_config(None, {}, ("broker_deduplication_enable=true",))
+    with pytest.raises(ConfigError, match="max_unacked_messages_per_consumer"):
+        build_config(None, {}, ("max_unacked_messages_per_consumer=many",))
 
 
 def test_standalone_and_broker_commands_are_listed() -> None:

@@ -24,20 +24,21 @@ def test_broker_with_zookeeper_unreachable_fails_within_seconds() -> None:
     assert "Connection refused" not in res.stderr  # no kazoo retry warnings
 
 
-def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+def _assert_port_in_use_is_named(base_args: list[str], cases: list[tuple[str, str]]) -> None:
+    """For each (flag, config key): the command with that flag set to a port another socket holds
+    fails with one line naming the port, the key and the flag to change."""
     import socket
 
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        for flag, key in (("--port", "broker_service_port"), ("--web-port", "web_service_port")):
-            args = ["standalone", "--data-dir", str(tmp_path / flag.strip("-")), "--port", "0", "--web-port", "0",
-                    "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"]
+        for flag, key in cases:
+            args = [a.replace("{case}", flag.strip("-")) for a in base_args]
             args[args.index(flag) + 1] = str(port)
             res = subprocess.run([sys.executable, "-m", "quire", *args], capture_output=True, text=True,
                                  timeout=60, cwd=ROOT)
-            assert res.returncode == 1 and "Traceback" not in res.stderr
+            assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
             assert res.stderr.startswith(f"error: port {port} on 127.0.0.1 ({key}) is already in use"), res.stderr
             assert f"choose another with {flag}" in res.stderr.splitlines()[0]
 
@@ -75,7 +76,7 @@ def test_config_mistakes_name_the_key_file_and_line(tmp_path: Path) -> None:
     camel.write_text("brokerServicePort = 6651\n")
     line = one_line_error(quire("broker", "--conf", str(camel)))
     assert "unknown broker config key 'brokerServicePort' (did you mean broker_service_port?" in line
-    line = one_line_error(quire("broker", "--set", "managedLedgerMaxEntriesPerLedger=10"), code=2)
+    line = one_line_error(quire("broker", "--set", "managedLedgerMaxEntriesPerLedger=10"))
     assert "did you mean managed_ledger_max_entries_per_ledger?" in line
     bad = tmp_path / "bad.toml"
     bad.write_text("cluster_name = 'a'\nweb_service_port = = 1\n")
@@ -112,3 +113,36 @@ def test_metadata_url_is_the_store_flag_of_quire_metadata_too() -> None:
     port = free_port()
     line = one_line_error(quire("metadata", "ls", "/", "--metadata-url", f"zk://127.0.0.1:{port}/x", "--timeout", "3"))
     assert f"cannot connect to ZooKeeper at 127.0.0.1:{port}" in line
+
+
+def test_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+    _assert_port_in_use_is_named(
+        ["standalone", "--data-dir", str(tmp_path / "{case}"), "--port", "0", "--web-port", "0",
+         "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"],
+        [("--port", "broker_service_port"), ("--web-port", "web_service_port"),
+         ("--bookie-port", "bookie_port"), ("--bookie-http-port", "http_server_port")],
+    )
+
+
+def test_bookie_port_in_use_names_the_port_and_the_flag(tmp_path: Path) -> None:
+    _assert_port_in_use_is_named(
+        ["bookie", "--journal-dir", str(tmp_path / "{case}" / "journal"), "--ledger-dirs",
+         str(tmp_path / "{case}" / "ledgers"), "--port", "0", "--http-port", "0", "--log-level", "WARNING"],
+        [("--port", "bookie_port"), ("--http-port", "http_server_port")],
+    )
+
+
+def test_bookie_config_errors_are_one_line_with_the_key_meant(tmp_path: Path) -> None:
+    conf = tmp_path / "bookie.toml"
+    conf.write_text("[bookie]\njournalMaxGroupWaitMs = 5\n")
+    base = [sys.executable, "-m", "quire", "bookie", "--journal-dir", str(tmp_path / "j"),
+            "--ledger-dirs", str(tmp_path / "l"), "--port", "0", "--http-port", "0"]
+    for extra, expected in (
+        (["--conf", str(conf)], "did you mean journal_max_group_wait_ms?"),
+        (["--set", "jornal_sync_data=false"], "did you mean journal_sync_data?"),
+        (["--set", "journal_max_group_wait_ms=soon"], "journal_max_group_wait_ms"),
+    ):
+        res = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+        first = res.stderr.splitlines()[0]
+        assert first.startswith("error: ") and expected in first, res.stderr
