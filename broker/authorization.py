@@ -180,7 +180,7 @@ class Authorizer:
 
     async def _tenant_admin(self, role: str, tenant: str) -> bool:
         info = await self.namespaces.get_tenant(tenant)
-        return bool(info) and role in (info.get("adminRoles") or [])
+        return info is not None and role in (info.get("adminRoles") or [])
 
     async def check_path(self, role: str | None, access: Access | None, params: Mapping[str, Any]) -> None:
         """The check for an admin route, scoped by its path parameters."""

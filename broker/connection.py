@@ -238,7 +238,7 @@ class ServerConnection:
                 if not keep:
                     return False
 
-    async def _answer_http(self, data: bytes) -> None:
+    async def _answer_http(self, data: bytes | bytearray) -> None:
         """An HTTP request on this port: answer in HTTP, naming the admin port (broker/wrong_port.py)."""
         from broker.wrong_port import http_reply
 

@@ -217,13 +217,13 @@ class Client:
         tls = dict(authentication=authentication, use_tls=use_tls, tls_trust_certs_file_path=tls_trust_certs_file_path,
                    tls_allow_insecure_connection=tls_allow_insecure_connection,
                    tls_validate_hostname=tls_validate_hostname)
-        AsyncClient(service_url, **tls)  # type: ignore[arg-type]  # validate URL and options in the caller's thread
+        AsyncClient(service_url, **tls)  # validate URL and options in the caller's thread
         self._loop = _LoopThread(
             lambda: AsyncClient(
                 service_url,
                 operation_timeout_seconds=operation_timeout_seconds,
                 connection_timeout_ms=connection_timeout_ms,
-                **tls,  # type: ignore[arg-type]
+                **tls,
             )
         )
         client = self._loop.client

@@ -83,7 +83,7 @@ _token_options = [
 ]
 
 
-def _with_token(fn):  # type: ignore[no-untyped-def]
+def _with_token(fn):
     for opt in reversed(_token_options):
         fn = opt(fn)
     return fn

@@ -91,7 +91,8 @@ def _single_metadata(buf: bytes, p: int, end: int) -> tuple[int, str | None, int
 def _single_metadata_pb(raw: bytes) -> tuple[int, str | None, int, list[tuple[str, str]], bool]:
     from clients.protocol import pulsar_api_pb2 as pb
 
-    m = pb.SingleMessageMetadata.FromString(raw)
+    m = pb.SingleMessageMetadata()
+    m.ParseFromString(raw)
     return (m.payload_size, m.partition_key or None, m.event_time,
             [(kv.key, kv.value) for kv in m.properties], m.compacted_out)
 
