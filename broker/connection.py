@@ -523,7 +523,7 @@ class ServerConnection:
             await self._publish_room.wait()
         self._pending_publish += 1
         self.service.metrics.published(c.num_messages, len(data))
-        await producer.topic.publish(producer, slot, data, self._publish_done)
+        producer.topic.publish(producer, slot, data, self._publish_done)
         return True
 
     def _publish_done(self) -> None:

@@ -20,6 +20,7 @@ import random
 import time
 from collections import deque
 from enum import Enum
+from functools import partial
 from typing import Any, Callable
 
 import trio
@@ -81,6 +82,55 @@ class _LedgerWrites:
         self.drained: trio.Event | None = None
 
 
+# Told the outcome of one add: (position, None) or (None, error).
+AddCallback = Callable[["Position | None", "ManagedLedgerError | None"], None]
+
+
+def _tell(callback: AddCallback, pos: Position | None, err: ManagedLedgerError | None) -> None:
+    try:
+        callback(pos, err)
+    except Exception:  # a caller's bug must not stop the completions of later adds
+        log.exception("add_entry callback failed")
+
+
+class _QueuedAdd:
+    """An add in the backlog (no slot free, or a rollover or earlier adds ahead of it)."""
+
+    __slots__ = ("data", "callback", "epoch", "rollover", "alive")
+
+    def __init__(self, data: bytes, callback: AddCallback, epoch: int, rollover: trio.Event | None) -> None:
+        self.data = data
+        self.callback = callback
+        self.epoch = epoch  # the write epoch when the add began (see ManagedLedger.__init__)
+        self.rollover = rollover  # the rollover in progress when it began (its ready event)
+        self.alive = True  # False once answered, or dropped by its cancelled caller
+
+
+class _AddWaiter:
+    """``add_entry``'s caller, parked until its add's callback."""
+
+    __slots__ = ("task", "queued", "position", "error")
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task: trio.lowlevel.Task | None = task
+        self.queued: _QueuedAdd | None = None
+        self.position: Position | None = None
+        self.error: ManagedLedgerError | None = None
+
+    def done(self, pos: Position | None, err: ManagedLedgerError | None) -> None:
+        self.position, self.error = pos, err
+        task, self.task = self.task, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
+
+    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        q = self.queued
+        if q is not None and q.alive:
+            q.alive = False  # still in the backlog: dropped, never written
+        self.task = None  # else it stays in flight
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
 class ManagedLedger:
     """Created and opened by :class:`managed_ledger.factory.ManagedLedgerFactory`."""
 
@@ -113,11 +163,9 @@ class ManagedLedger:
         self.cursors: dict[str, "ManagedCursor"] = {}
         self._cursor_open_locks: dict[str, trio.Lock] = {}
         self._non_durable: set["ManagedCursor"] = set()
-        # add ordering: a ticket per add; the holder of the turn talks to the ledger client
-        self._tickets = 0
-        self._turn = 0
-        self._turn_waiters: dict[int, trio.Event] = {}
-        self._abandoned: set[int] = set()
+        # adds that found no free slot or a turn taken: served in call order by one task
+        self._add_backlog: deque[_QueuedAdd] = deque()
+        self._backlog_running = False
         # add slots: a plain counter + FIFO of waiters (trio.Semaphore's KI protection
         # costs more than the rest of the add fast path)
         self._slots_free = config.max_pending_adds
@@ -224,7 +272,7 @@ class ManagedLedger:
             and self._list.current is not None
             and self._list.current.entries > 0
             and self._is_current_full()
-            and self._turn == self._tickets  # no add waiting: adds roll on their own
+            and not self._add_backlog  # no add waiting: adds roll on their own
         ):
             self._start_rollover()
 
@@ -361,66 +409,126 @@ class ManagedLedger:
             max_rollover_ms=self._max_rollover_ms,
         )
 
-    def _advance_turn(self) -> None:
-        self._turn += 1
-        while self._turn in self._abandoned:
-            self._abandoned.discard(self._turn)
-            self._turn += 1
-        ev = self._turn_waiters.pop(self._turn, None)
-        if ev is not None:
-            ev.set()
-
     async def add_entry(self, data: bytes) -> Position:
         """Append one entry; returns its position once the ledger client acked it.
 
-        Positions follow the order in which calls began: the turn is taken before the
-        first checkpoint, and the ledger client assigns the entry id before its own.
-        This is the per-entry hot path: one coroutine frame, bookkeeping inline."""
+        Positions follow the order in which calls began: the add takes its place (the
+        fast-path slot or the backlog) before the first checkpoint. A caller cancelled while
+        its add still waits in the backlog drops it; once sent, the add stays in flight."""
+        waiter = _AddWaiter(trio.lowlevel.current_task())
+        waiter.queued = self._add(data, waiter.done)
+        if waiter.task is None:  # completed synchronously (a write that failed at once)
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_task_rescheduled(waiter.abort)
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.position is not None
+        return waiter.position
+
+    def async_add_entry(self, data: bytes, callback: AddCallback) -> None:
+        """``add_entry`` without a task (Pulsar's asyncAddEntry): ``callback(position, None)``
+        once stored, or ``(None, error)``. The per-entry hot path: with a slot free and no add
+        waiting, the entry goes straight to the ledger client and the callback runs from its
+        completion (the journal's group commit in standalone). Raises ManagedLedgerError at once
+        if the managed ledger is not writable."""
+        self._add(data, callback)
+
+    def _add(self, data: bytes, callback: AddCallback) -> "_QueuedAdd | None":
         lh = self._current
         if (
             self.state is State.LEDGER_OPENED
             and lh is not None
-            and self._turn == self._tickets  # nobody waiting for a turn
+            and not self._add_backlog  # nobody waiting for a turn
             and self._reserved_entries < self._max_entries
             and self._reserved_size < self._max_size_bytes
             and self._slots_free > 0
         ):
-            # fast path (the max-age rollover is the background loop's job here); tickets
-            # and turn only order adds that wait, so with none waiting they stay equal
+            # fast path (the max-age rollover is the background loop's job here)
             self._slots_free -= 1
-        else:
-            lh = await self._take_turn(self._write_epoch)
-        writes = self._current_writes  # lh's: both are set together, no await since lh was read
-        assert writes is not None
-        ledger_id = lh.ledger_id
-        size = len(data)
-        self._reserved_entries += 1
-        self._reserved_size += size
-        writes.inflight += 1
+            self._dispatch_add(lh, data, callback)
+            return None
+        self._check_writable()
+        q = _QueuedAdd(data, callback, self._write_epoch,
+                       self._ledger_ready if self.state is State.CREATING_LEDGER else None)
+        self._add_backlog.append(q)
+        if not self._backlog_running:
+            assert self._nursery is not None
+            self._backlog_running = True
+            self._nursery.start_soon(self._run_add_backlog)
+        return q
+
+    async def _run_add_backlog(self) -> None:
+        """Slow path, one task for all waiting adds, in call order: each waits for a slot and
+        its turn (behind a rollover), then goes to the ledger client like a fast-path add."""
+        backlog = self._add_backlog
         try:
-            entry_id = await lh.add_entry(data)
-        except BKLedgerFencedError as e:
-            self.set_fenced(f"ledger fenced at the bookies: {e}")
-            raise ManagedLedgerFencedError(f"{self.name}: fenced by another owner") from e
-        except BKError as e:
-            self._write_epoch += 1  # adds queued behind this one fail too (see __init__)
-            self._write_failed(lh, e)
-            raise ManagedLedgerWriteError(f"{self.name}: add failed: {e}") from e
+            while backlog:
+                q = backlog[0]
+                try:
+                    lh = await self._take_turn(q)
+                except ManagedLedgerError as e:
+                    backlog.popleft()
+                    if q.alive:
+                        q.alive = False
+                        _tell(q.callback, None, e)
+                    continue
+                backlog.popleft()
+                if not q.alive:  # its caller was cancelled meanwhile: not written
+                    self._release_slot()
+                    continue
+                q.alive = False
+                self._dispatch_add(lh, q.data, q.callback)
         finally:
-            # release the add slot, handed straight to the first waiter if any (waiters
-            # only exist while no slot is free: the deque is not touched otherwise)
-            if self._slots_free or not self._slot_waiters:
-                self._slots_free += 1
+            self._backlog_running = False
+            while backlog:  # cancelled: the managed ledger is closing
+                q = backlog.popleft()
+                if q.alive:
+                    q.alive = False
+                    _tell(q.callback, None, ManagedLedgerClosedError(self.name))
+
+    def _dispatch_add(self, lh: LedgerHandleView, data: bytes, callback: AddCallback) -> None:
+        """Send one add (its slot taken) to the current ledger."""
+        writes = self._current_writes  # lh's: both are set together
+        assert writes is not None
+        self._reserved_entries += 1
+        self._reserved_size += len(data)
+        writes.inflight += 1
+        done = partial(self._add_done, lh, writes, data, callback)
+        try:
+            lh.async_add_entry(data, done)
+        except BKError as e:
+            done(-1, e)
+
+    def _add_done(self, lh: LedgerHandleView, writes: _LedgerWrites, data: bytes, callback: AddCallback,
+                  entry_id: int, err: BKError | None) -> None:
+        # release the add slot, handed straight to the first waiter if any (waiters
+        # only exist while no slot is free: the deque is not touched otherwise)
+        if self._slots_free or not self._slot_waiters:
+            self._slots_free += 1
+        else:
+            self._slot_waiters.popleft().set()
+        writes.inflight -= 1
+        if not writes.inflight and writes.drained is not None:
+            writes.drained.set()
+        if err is not None:
+            error: ManagedLedgerError
+            if isinstance(err, BKLedgerFencedError):
+                self.set_fenced(f"ledger fenced at the bookies: {err}")
+                error = ManagedLedgerFencedError(f"{self.name}: fenced by another owner")
             else:
-                self._slot_waiters.popleft().set()
-            writes.inflight -= 1
-            if not writes.inflight and writes.drained is not None:
-                writes.drained.set()
+                self._write_epoch += 1  # adds queued behind this one fail too (see __init__)
+                self._write_failed(lh, err)
+                error = ManagedLedgerWriteError(f"{self.name}: add failed: {err}")
+            error.__cause__ = err
+            _tell(callback, None, error)
+            return
+        ledger_id = lh.ledger_id
         pos = _new_tuple(Position, (ledger_id, entry_id))  # = Position(...), minus a Python frame
         info = writes.info
         if entry_id >= info.entries:
             info.entries = entry_id + 1
-        info.size += size
+        info.size += len(data)
         self.entries_added_counter += 1
         if pos > self.last_confirmed_entry:
             self.last_confirmed_entry = pos
@@ -430,53 +538,36 @@ class ManagedLedger:
             self._wake_readers()
         if entry_id == 0 or self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes:
             self._after_first_or_full(ledger_id, entry_id)
-        return pos
+        _tell(callback, pos, None)
 
-    async def _take_turn(self, epoch: int) -> LedgerHandleView:
-        """Slow path of add_entry: wait for an add slot and our turn (behind a rollover
-        or earlier adds); returns the ledger to write to, with the turn passed on. ``epoch``:
-        the write epoch when the add began; an add failed meanwhile fails this one too."""
+    async def _take_turn(self, q: "_QueuedAdd") -> LedgerHandleView:
+        """Slow path of an add (the backlog task, one add at a time): wait for an add slot and
+        a ledger to write to (behind a rollover); returns it with the slot taken. An add that
+        began before a failed write, or during a rollover that failed, fails."""
         self._check_writable()
         await self._acquire_slot()
-        ticket = self._tickets
-        self._tickets += 1
-        advanced = False
         try:
-            if ticket != self._turn:
-                ev = trio.Event()
-                self._turn_waiters[ticket] = ev
-                await ev.wait()
-            # our turn: nobody else talks to the ledger client until we advance it
             while True:
                 self._check_writable()
-                if epoch != self._write_epoch:
+                if q.epoch != self._write_epoch:
                     raise ManagedLedgerWriteError(f"{self.name}: an earlier add failed; this one, queued "
                                                   "behind it, is not written after it")
                 if self._current is None:
                     if self.state == State.CREATING_LEDGER:
                         await self._ledger_ready.wait()
-                        if self._current is None and self.state == State.CLOSED_LEDGER:
-                            err = self._rollover_error
-                            raise ManagedLedgerWriteError(f"{self.name}: no ledger to write to: {err}")
                         continue
-                    self._start_rollover()  # CLOSED_LEDGER after a failure: try again
+                    if q.rollover is self._ledger_ready:  # began while that rollover ran
+                        err = self._rollover_error
+                        raise ManagedLedgerWriteError(f"{self.name}: no ledger to write to: {err}")
+                    self._start_rollover()  # CLOSED_LEDGER after a failure: this add retries it
                     continue
                 if self._is_current_full() and self._reserved_entries > 0:
                     self._start_rollover()
                     continue
-                break
-            # The next ticket only runs once we yield: call order = entry order.
-            self._advance_turn()
-            advanced = True
-        finally:
-            if not advanced:
-                if ticket == self._turn:
-                    self._advance_turn()
-                else:
-                    self._turn_waiters.pop(ticket, None)
-                    self._abandoned.add(ticket)
-                self._release_slot()
-        return self._current
+                return self._current
+        except BaseException:
+            self._release_slot()
+            raise
 
     async def _acquire_slot(self) -> None:
         if self._slots_free > 0 and not self._slot_waiters:
@@ -789,8 +880,8 @@ class ManagedLedger:
 
     @property
     def pending_add_entries(self) -> int:
-        """Adds waiting for a turn plus adds in flight on any ledger."""
-        return self._tickets - self._turn + sum(w.inflight for w in self._writes.values())
+        """Adds waiting in the backlog plus adds in flight on any ledger."""
+        return len(self._add_backlog) + sum(w.inflight for w in self._writes.values())
 
     def cursor_moved(self, cursor: "ManagedCursor", old_md: Position) -> None:
         """A mark-delete moved: trim if the slowest durable cursor changed ledger, and drop
