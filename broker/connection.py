@@ -28,6 +28,7 @@ from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
 from broker.names import NamespaceName, TopicName
 from broker.producer import Producer, check_message
+from broker.receipt_frame import send_receipt_frame
 from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
@@ -282,8 +283,7 @@ class ServerConnection:
     # -- peer interface used by producers and consumers ------------------------------------
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int) -> None:
-        self.write(C.send_receipt(producer_id, sequence_id, ledger_id, entry_id,
-                                  highest_sequence_id=highest_sequence_id or None))
+        self.write_raw(send_receipt_frame(producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id))
 
     def send_send_error(self, producer_id: int, sequence_id: int, error: str, message: str) -> None:
         self.write(C.send_error(producer_id, sequence_id, pb.ServerError.Value(error), message))
