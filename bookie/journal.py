@@ -5,9 +5,11 @@ Callers append synchronously (no await, no task per entry) with a completion cal
 writer task (:meth:`Journal.run`, owned by the bookie's nursery) gathers everything pending
 into a group, waiting at most ``journal_max_group_wait_ms`` after the group's first record
 unless ``journal_buffered_writes_threshold`` bytes are already buffered (or immediately with
-``journal_flush_when_queue_empty``), then writes the group and fdatasyncs it in a worker thread.
-While that thread runs, the next group accumulates. Callbacks of a group run in bulk, in
-order, only after its fsync: an add is acknowledged only once it is durable.
+``journal_flush_when_queue_empty``, the default: adaptive group commit), then writes the
+group durably (RWF_DSYNC, or write + fdatasync): a small group (a lone add) in the writer
+task itself, a large one in the journal's worker thread. While a group is written the next
+one accumulates, so groups form only under load. Callbacks of a group run in bulk, in
+order, only after its durable write: an add is acknowledged only once it is durable.
 
 A fresh file is started at every open and whenever ``journal_max_size_mb`` is reached. Files
 are preallocated (fallocate) in ``journal_pre_alloc_size_mb`` chunks so a group's fdatasync
