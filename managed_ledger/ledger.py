@@ -4,134 +4,53 @@ The ledger list lives at ``/managed-ledgers/<name>`` and every change to it is a
 compare-and-set on the version read at open; losing one means another owner took over,
 and the managed ledger turns FENCED (pending and later adds fail with
 ManagedLedgerFencedError). Adds are pipelined: positions follow the order in which
-``add_entry`` calls began, many are in flight at once, and while a rollover creates the
-next ledger the later adds wait (their callers' tasks, bounded by ``max_pending_adds``)
-and are written to the new ledger in order.
+``add_entry``/``async_add_entry`` calls began, many are in flight at once, and while a
+rollover creates the next ledger the later adds wait in a backlog (bounded by
+``max_pending_adds``) and are written to the new ledger in order.
 
-The call-order rule of this layer: ``add_entry`` takes its turn (or the fast-path slot)
-before its first checkpoint, and the ledger client takes the entry id before its own, so
-positions follow the order in which ``add_entry`` calls began.
+This module holds the class, its open/recovery, cursors, background loop and close; its
+jobs live beside it, one module each: ``add_pipeline`` (adds), ``ledger_rollover``,
+``ledger_reads``, ``ledger_trimming``; ``ledger_state`` declares what they share.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import time
 from collections import deque
-from enum import Enum
-from functools import partial
 from typing import Any, Callable
 
 import trio
 
-from bookie.client.errors import BKError, BKLedgerFencedError, BKNoSuchLedgerError
+from bookie.client.errors import BKError, BKNoSuchLedgerError
+from managed_ledger.add_pipeline import AddPipeline, LedgerWrites, QueuedAdd
 from managed_ledger.config import ManagedLedgerConfig
 from managed_ledger.cursor import ManagedCursor
 from managed_ledger.entry_cache import EntryCache
 from managed_ledger.errors import (
     CursorNotFoundError,
-    InvalidPositionError,
     ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
-    ManagedLedgerTerminatedError,
-    ManagedLedgerWriteError,
     MetadataUnavailableError,
 )
 from managed_ledger.formats import LedgerInfo, ManagedLedgerInfo
 from managed_ledger.ledger_client import LedgerClient, LedgerHandleView, close_quietly
 from managed_ledger.ledger_list import LedgerList
 from managed_ledger.ledger_list_store import LedgerListStore
-from managed_ledger.position import Entry, Position
-from managed_ledger.retention import ledgers_to_delete
-from managed_ledger.rollover import current_ledger_is_full, jittered_max_rollover_ms
+from managed_ledger.ledger_reads import LedgerReads
+from managed_ledger.ledger_rollover import LedgerRollover
+from managed_ledger.ledger_state import ML_ROOT, State, now_ms
+from managed_ledger.ledger_trimming import LedgerTrimming
+from managed_ledger.position import Position
+from managed_ledger.rollover import jittered_max_rollover_ms
 from managed_ledger.stats import internal_stats
 from metadata.errors import MetadataError
 from metadata.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
-ML_ROOT = "/managed-ledgers"
-_new_tuple = tuple.__new__
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class State(Enum):
-    OPENING = "Opening"
-    LEDGER_OPENED = "LedgerOpened"
-    CREATING_LEDGER = "CreatingLedger"
-    CLOSED_LEDGER = "ClosedLedger"  # the last rollover failed; the next add retries it
-    TERMINATED = "Terminated"
-    FENCED = "Fenced"
-    CLOSED = "Closed"
-
-
-class _LedgerWrites:
-    """The add path's state of one data ledger we write: its list entry and the adds in
-    flight (a rollover or close waits for them to drain)."""
-
-    __slots__ = ("info", "inflight", "drained")
-
-    def __init__(self, info: LedgerInfo) -> None:
-        self.info = info
-        self.inflight = 0
-        self.drained: trio.Event | None = None
-
-
-# Told the outcome of one add: (position, None) or (None, error).
-AddCallback = Callable[["Position | None", "ManagedLedgerError | None"], None]
-
-
-def _tell(callback: AddCallback, pos: Position | None, err: ManagedLedgerError | None) -> None:
-    try:
-        callback(pos, err)
-    except Exception:  # a caller's bug must not stop the completions of later adds
-        log.exception("add_entry callback failed")
-
-
-class _QueuedAdd:
-    """An add in the backlog (no slot free, or a rollover or earlier adds ahead of it)."""
-
-    __slots__ = ("data", "callback", "epoch", "rollover", "alive")
-
-    def __init__(self, data: bytes, callback: AddCallback, epoch: int, rollover: trio.Event | None) -> None:
-        self.data = data
-        self.callback = callback
-        self.epoch = epoch  # the write epoch when the add began (see ManagedLedger.__init__)
-        self.rollover = rollover  # the rollover in progress when it began (its ready event)
-        self.alive = True  # False once answered, or dropped by its cancelled caller
-
-
-class _AddWaiter:
-    """``add_entry``'s caller, parked until its add's callback."""
-
-    __slots__ = ("task", "queued", "position", "error")
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task: trio.lowlevel.Task | None = task
-        self.queued: _QueuedAdd | None = None
-        self.position: Position | None = None
-        self.error: ManagedLedgerError | None = None
-
-    def done(self, pos: Position | None, err: ManagedLedgerError | None) -> None:
-        self.position, self.error = pos, err
-        task, self.task = self.task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
-    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        q = self.queued
-        if q is not None and q.alive:
-            q.alive = False  # still in the backlog: dropped, never written
-        self.task = None  # else it stays in flight
-        return trio.lowlevel.Abort.SUCCEEDED
-
-
-class ManagedLedger:
+class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
     """Created and opened by :class:`managed_ledger.factory.ManagedLedgerFactory`."""
 
     def __init__(self, name: str, config: ManagedLedgerConfig, store: MetadataStore, bk: LedgerClient, cache: EntryCache) -> None:
@@ -150,8 +69,8 @@ class ManagedLedger:
         self._current_created_ms = 0
         self._reserved_entries = 0  # current ledger: confirmed + in flight
         self._reserved_size = 0
-        self._writes: dict[int, _LedgerWrites] = {}  # ledger id -> adds in flight on it
-        self._current_writes: _LedgerWrites | None = None  # of the current ledger
+        self._writes: dict[int, LedgerWrites] = {}  # ledger id -> adds in flight on it
+        self._current_writes: LedgerWrites | None = None  # of the current ledger
         self._read_handles: dict[int, LedgerHandleView] = {}
         self.last_confirmed_entry = Position(-1, -1)
         self.entries_added_counter = 0
@@ -164,7 +83,7 @@ class ManagedLedger:
         self._cursor_open_locks: dict[str, trio.Lock] = {}
         self._non_durable: set["ManagedCursor"] = set()
         # adds that found no free slot or a turn taken: served in call order by one task
-        self._add_backlog: deque[_QueuedAdd] = deque()
+        self._add_backlog: deque[QueuedAdd] = deque()
         self._backlog_running = False
         # add slots: a plain counter + FIFO of waiters (trio.Semaphore's KI protection
         # costs more than the rest of the add fast path)
@@ -266,16 +185,6 @@ class ManagedLedger:
         """Recompute the background loop's timers (no trim, no flush now)."""
         self._wake.set()
 
-    def _maybe_roll_idle_ledger(self) -> None:
-        if (
-            self.state == State.LEDGER_OPENED
-            and self._list.current is not None
-            and self._list.current.entries > 0
-            and self._is_current_full()
-            and not self._add_backlog  # no add waiting: adds roll on their own
-        ):
-            self._start_rollover()
-
     # ------------------------------------------------------------------ open
     async def initialize(self, create_if_missing: bool = True) -> None:
         """Open = read the list, recover (fence) the last ledger, drop empty ledgers,
@@ -337,25 +246,6 @@ class ManagedLedger:
     def _set_ledgers(self, ledgers: list[LedgerInfo]) -> None:
         self._list.set(ledgers)
 
-    def _install_current(self, lh: LedgerHandleView, info: LedgerInfo) -> None:
-        self._list.append_current(info)
-        self._current = lh
-        self._current_created_ms = now_ms()
-        self.last_ledger_created_ms = self._current_created_ms
-        self._reserved_entries = 0
-        self._reserved_size = 0
-        self._current_writes = self._writes[lh.ledger_id] = _LedgerWrites(info)
-
-    async def _create_data_ledger(self) -> LedgerHandleView:
-        c = self.config
-        return await self.bk.create_ledger(
-            c.ensemble_size,
-            c.write_quorum,
-            c.ack_quorum,
-            password=c.password,
-            custom_metadata={"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": self.name.encode()},
-        )
-
     async def _write_ledger_list(self, ledgers: list[LedgerInfo]) -> None:
         """CAS the ledger list; a version conflict fences this managed ledger."""
         info = ManagedLedgerInfo(
@@ -376,336 +266,6 @@ class ManagedLedger:
         self.state = State.FENCED
         self._ledger_ready.set()
         self._wake_readers()
-
-    # ------------------------------------------------------------------ adds
-    def _check_writable(self) -> None:
-        state = self.state
-        if state is State.LEDGER_OPENED or state is State.CREATING_LEDGER or state is State.CLOSED_LEDGER:
-            return
-        if self.state == State.FENCED:
-            raise ManagedLedgerFencedError(self.name)
-        if self.state == State.CLOSED:
-            raise ManagedLedgerClosedError(self.name)
-        if self.state == State.TERMINATED:
-            raise ManagedLedgerTerminatedError(self.name)
-        if self.state == State.OPENING:
-            raise ManagedLedgerError(f"{self.name}: not open yet")
-
-    def _is_current_full(self) -> bool:
-        c = self.config
-        # hot path (every add): plain comparisons before the full policy
-        if (
-            self._reserved_entries < c.max_entries_per_ledger
-            and self._reserved_size < self._max_size_bytes
-            and now_ms() < self._current_created_ms + self._max_rollover_ms
-        ):
-            return False
-        return current_ledger_is_full(
-            entries=self._reserved_entries,
-            size=self._reserved_size,
-            created_ms=self._current_created_ms,
-            now_ms=now_ms(),
-            config=self.config,
-            max_rollover_ms=self._max_rollover_ms,
-        )
-
-    async def add_entry(self, data: bytes) -> Position:
-        """Append one entry; returns its position once the ledger client acked it.
-
-        Positions follow the order in which calls began: the add takes its place (the
-        fast-path slot or the backlog) before the first checkpoint. A caller cancelled while
-        its add still waits in the backlog drops it; once sent, the add stays in flight."""
-        waiter = _AddWaiter(trio.lowlevel.current_task())
-        waiter.queued = self._add(data, waiter.done)
-        if waiter.task is None:  # completed synchronously (a write that failed at once)
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-        if waiter.error is not None:
-            raise waiter.error
-        assert waiter.position is not None
-        return waiter.position
-
-    def async_add_entry(self, data: bytes, callback: AddCallback) -> None:
-        """``add_entry`` without a task (Pulsar's asyncAddEntry): ``callback(position, None)``
-        once stored, or ``(None, error)``. The per-entry hot path: with a slot free and no add
-        waiting, the entry goes straight to the ledger client and the callback runs from its
-        completion (the journal's group commit in standalone). Raises ManagedLedgerError at once
-        if the managed ledger is not writable."""
-        self._add(data, callback)
-
-    def _add(self, data: bytes, callback: AddCallback) -> "_QueuedAdd | None":
-        lh = self._current
-        if (
-            self.state is State.LEDGER_OPENED
-            and lh is not None
-            and not self._add_backlog  # nobody waiting for a turn
-            and self._reserved_entries < self._max_entries
-            and self._reserved_size < self._max_size_bytes
-            and self._slots_free > 0
-        ):
-            # fast path (the max-age rollover is the background loop's job here)
-            self._slots_free -= 1
-            self._dispatch_add(lh, data, callback)
-            return None
-        self._check_writable()
-        q = _QueuedAdd(data, callback, self._write_epoch,
-                       self._ledger_ready if self.state is State.CREATING_LEDGER else None)
-        self._add_backlog.append(q)
-        if not self._backlog_running:
-            assert self._nursery is not None
-            self._backlog_running = True
-            self._nursery.start_soon(self._run_add_backlog)
-        return q
-
-    async def _run_add_backlog(self) -> None:
-        """Slow path, one task for all waiting adds, in call order: each waits for a slot and
-        its turn (behind a rollover), then goes to the ledger client like a fast-path add."""
-        backlog = self._add_backlog
-        try:
-            while backlog:
-                q = backlog[0]
-                try:
-                    lh = await self._take_turn(q)
-                except ManagedLedgerError as e:
-                    backlog.popleft()
-                    if q.alive:
-                        q.alive = False
-                        _tell(q.callback, None, e)
-                    continue
-                backlog.popleft()
-                if not q.alive:  # its caller was cancelled meanwhile: not written
-                    self._release_slot()
-                    continue
-                q.alive = False
-                self._dispatch_add(lh, q.data, q.callback)
-        finally:
-            self._backlog_running = False
-            while backlog:  # cancelled: the managed ledger is closing
-                q = backlog.popleft()
-                if q.alive:
-                    q.alive = False
-                    _tell(q.callback, None, ManagedLedgerClosedError(self.name))
-
-    def _dispatch_add(self, lh: LedgerHandleView, data: bytes, callback: AddCallback) -> None:
-        """Send one add (its slot taken) to the current ledger."""
-        writes = self._current_writes  # lh's: both are set together
-        assert writes is not None
-        self._reserved_entries += 1
-        self._reserved_size += len(data)
-        writes.inflight += 1
-        done = partial(self._add_done, lh, writes, data, callback)
-        try:
-            lh.async_add_entry(data, done)
-        except BKError as e:
-            done(-1, e)
-
-    def _add_done(self, lh: LedgerHandleView, writes: _LedgerWrites, data: bytes, callback: AddCallback,
-                  entry_id: int, err: BKError | None) -> None:
-        # release the add slot, handed straight to the first waiter if any (waiters
-        # only exist while no slot is free: the deque is not touched otherwise)
-        if self._slots_free or not self._slot_waiters:
-            self._slots_free += 1
-        else:
-            self._slot_waiters.popleft().set()
-        writes.inflight -= 1
-        if not writes.inflight and writes.drained is not None:
-            writes.drained.set()
-        if err is not None:
-            error: ManagedLedgerError
-            if isinstance(err, BKLedgerFencedError):
-                self.set_fenced(f"ledger fenced at the bookies: {err}")
-                error = ManagedLedgerFencedError(f"{self.name}: fenced by another owner")
-            else:
-                self._write_epoch += 1  # adds queued behind this one fail too (see __init__)
-                self._write_failed(lh, err)
-                error = ManagedLedgerWriteError(f"{self.name}: add failed: {err}")
-            error.__cause__ = err
-            _tell(callback, None, error)
-            return
-        ledger_id = lh.ledger_id
-        pos = _new_tuple(Position, (ledger_id, entry_id))  # = Position(...), minus a Python frame
-        info = writes.info
-        if entry_id >= info.entries:
-            info.entries = entry_id + 1
-        info.size += len(data)
-        self.entries_added_counter += 1
-        if pos > self.last_confirmed_entry:
-            self.last_confirmed_entry = pos
-        if self.cursors or self._non_durable:  # nobody would read it from the cache
-            self.cache.insert_new(pos, data)
-        if self._readers_waiting:
-            self._wake_readers()
-        if entry_id == 0 or self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes:
-            self._after_first_or_full(ledger_id, entry_id)
-        _tell(callback, pos, None)
-
-    async def _take_turn(self, q: "_QueuedAdd") -> LedgerHandleView:
-        """Slow path of an add (the backlog task, one add at a time): wait for an add slot and
-        a ledger to write to (behind a rollover); returns it with the slot taken. An add that
-        began before a failed write, or during a rollover that failed, fails."""
-        self._check_writable()
-        await self._acquire_slot()
-        try:
-            while True:
-                self._check_writable()
-                if q.epoch != self._write_epoch:
-                    raise ManagedLedgerWriteError(f"{self.name}: an earlier add failed; this one, queued "
-                                                  "behind it, is not written after it")
-                if self._current is None:
-                    if self.state == State.CREATING_LEDGER:
-                        await self._ledger_ready.wait()
-                        continue
-                    if q.rollover is self._ledger_ready:  # began while that rollover ran
-                        err = self._rollover_error
-                        raise ManagedLedgerWriteError(f"{self.name}: no ledger to write to: {err}")
-                    self._start_rollover()  # CLOSED_LEDGER after a failure: this add retries it
-                    continue
-                if self._is_current_full() and self._reserved_entries > 0:
-                    self._start_rollover()
-                    continue
-                return self._current
-        except BaseException:
-            self._release_slot()
-            raise
-
-    async def _acquire_slot(self) -> None:
-        if self._slots_free > 0 and not self._slot_waiters:
-            self._slots_free -= 1
-            return
-        ev = trio.Event()
-        self._slot_waiters.append(ev)  # FIFO: order among waiters is kept
-        try:
-            await ev.wait()
-        except BaseException:
-            if ev.is_set():
-                self._release_slot()  # handed a slot while being cancelled: pass it on
-            else:
-                self._slot_waiters.remove(ev)
-            raise
-
-    def _release_slot(self) -> None:
-        if self._slot_waiters:
-            self._slot_waiters.popleft().set()  # hand the slot over directly
-        else:
-            self._slots_free += 1
-
-    def _after_first_or_full(self, ledger_id: int, entry_id: int) -> None:
-        """Rare per-add work: arm the max-age timer of a new ledger; roll a full one."""
-        if entry_id == 0:
-            info = self._list.by_id.get(ledger_id)
-            if info is not None and not info.first_entry_ms:
-                info.first_entry_ms = now_ms()
-            self.rearm_background()  # arm the max-rollover-time timer of this ledger
-        if (
-            # size/count only here (time is the background loop's job)
-            (self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes)
-            and self.state == State.LEDGER_OPENED
-            and self._current is not None
-            and self._current.ledger_id == ledger_id
-            and self._is_current_full()
-        ):
-            # like Pulsar, close a full ledger right away rather than on the next add
-            self._start_rollover()
-
-    def _wake_readers(self) -> None:
-        if self._readers_waiting:  # no Event churn per add when nobody is tailing
-            self._new_entries.set()
-            self._new_entries = trio.Event()
-
-    def _write_failed(self, lh: LedgerHandleView, error: BaseException) -> None:
-        """A non-fencing add failure: the ledger is unusable, roll to a new one."""
-        if self._current is lh and self.state == State.LEDGER_OPENED:
-            log.warning("%s: write to ledger %d failed (%s); rolling over", self.name, lh.ledger_id, error)
-            self._start_rollover()
-
-    # ------------------------------------------------------------------ rollover
-    def _start_rollover(self) -> None:
-        assert self._nursery is not None
-        if self.state not in (State.LEDGER_OPENED, State.CLOSED_LEDGER):
-            return
-        old = self._current
-        self._current = None
-        self.state = State.CREATING_LEDGER
-        self._ledger_ready = trio.Event()
-        self._nursery.start_soon(self._rollover, old)
-
-    async def _wait_drained(self, ledger_id: int) -> None:
-        writes = self._writes.get(ledger_id)
-        if writes is not None and writes.inflight > 0:
-            if writes.drained is None or writes.drained.is_set():
-                writes.drained = trio.Event()
-            await writes.drained.wait()
-
-    async def _rollover(self, old: LedgerHandleView | None) -> None:
-        ready = self._ledger_ready
-        try:
-            # Creating the ledger overlaps with the old ledger's in-flight adds finishing.
-            try:
-                new_lh = await self._create_data_ledger()
-            except BKError as e:
-                log.warning("%s: creating a ledger failed: %s", self.name, e)
-                self._rollover_error = e
-                if self.state == State.CREATING_LEDGER:
-                    self.state = State.CLOSED_LEDGER
-                if old is not None:
-                    await self._wait_drained(old.ledger_id)
-                    await self._close_old_ledger(old)
-                return
-            if old is not None:
-                await self._wait_drained(old.ledger_id)
-            if self.state != State.CREATING_LEDGER:  # fenced or closed meanwhile
-                await self.delete_ledger_quietly(new_lh.ledger_id)
-                return
-            if old is not None and old.ledger_id in self._list.by_id:
-                self._list.by_id[old.ledger_id].timestamp_ms = now_ms()
-            new_info = LedgerInfo(new_lh.ledger_id)
-            try:
-                async with self._metadata_lock:
-                    await self._write_ledger_list(self._list.ledgers + [new_info])
-            except ManagedLedgerError as e:
-                await self.delete_ledger_quietly(new_lh.ledger_id)
-                self._rollover_error = e
-                if self.state == State.CREATING_LEDGER:
-                    self.state = State.CLOSED_LEDGER
-                return
-            # drop a failed/empty old ledger from memory only on the next open (it is in the
-            # list already; recovery handles it)
-            self._install_current(new_lh, new_info)
-            self.state = State.LEDGER_OPENED
-            if old is not None:
-                await self._close_old_ledger(old)
-            self._schedule_trim()
-            self._wake_readers()
-        finally:
-            ready.set()
-
-    async def _close_old_ledger(self, old: LedgerHandleView) -> None:
-        try:
-            await old.close()
-        except BKError as e:
-            log.info("%s: closing ledger %d: %s", self.name, old.ledger_id, e)
-        self._writes.pop(old.ledger_id, None)
-
-    async def delete_ledger_quietly(self, ledger_id: int) -> bool:
-        for attempt in range(max(self.config.delete_retries, 1)):
-            try:
-                await self.bk.delete_ledger(ledger_id)
-                return True
-            except BKNoSuchLedgerError:
-                return True
-            except BKError as e:
-                log.warning("%s: deleting ledger %d failed (attempt %d): %s", self.name, ledger_id, attempt + 1, e)
-                await trio.sleep(0.1 * (attempt + 1))
-        return False
-
-    async def rollover(self) -> None:
-        """Force a rollover now (admin / tests); returns when the new ledger is in use."""
-        self._check_writable()
-        if self.state == State.LEDGER_OPENED and self._list.current and self._list.current.entries > 0:
-            self._start_rollover()
-        if self.state == State.CREATING_LEDGER:
-            await self._ledger_ready.wait()
 
     # ------------------------------------------------------------------ geometry
     @property
@@ -754,60 +314,6 @@ class ManagedLedger:
 
     def has_position(self, pos: Position) -> bool:
         return self._list.has_position(pos)
-
-    # ------------------------------------------------------------------ reads
-    async def _read_handle(self, ledger_id: int) -> LedgerHandleView:
-        if self._current is not None and self._current.ledger_id == ledger_id:
-            return self._current
-        lh = self._read_handles.get(ledger_id)
-        if lh is None:
-            lh = await self.bk.open_ledger(ledger_id, self.config.password, recovery=False)
-            self._read_handles[ledger_id] = lh
-        return lh
-
-    async def read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
-        """Entries first..last of one ledger: entry cache first, then the ledger client."""
-        if self.state == State.FENCED:
-            raise ManagedLedgerFencedError(self.name)
-        out = self.cache.get_range(ledger_id, first, last)
-        start = first + len(out)
-        if start > last:
-            return out
-        try:
-            lh = await self._read_handle(ledger_id)
-            step = max(self.config.read_batch_size, 1)
-            info = self._list.by_id.get(ledger_id)
-            confirmed = info.entries if info is not None else 0
-            while start <= last:
-                end = min(last, start + step - 1)
-                # The ledger list knows which entries were confirmed; a handle opened while
-                # the writer had not closed the ledger yet (a rollover in progress, an owner
-                # that died before closing it) may know a lower LAC: read those unconfirmed,
-                # as Pulsar does.
-                if lh.last_add_confirmed < end < confirmed:
-                    batch = await lh.read_unconfirmed(start, end)
-                else:
-                    batch = await lh.read(start, end)
-                for le in batch:
-                    out.append(Entry(Position(ledger_id, le.entry_id), bytes(le.data)))
-                start = end + 1
-        except BKError as e:
-            raise ManagedLedgerError(f"{self.name}: read {ledger_id}:{first}..{last} failed: {e}") from e
-        return out
-
-    async def read_entry(self, pos: Position) -> Entry:
-        if not self.has_position(pos):
-            raise InvalidPositionError(f"{self.name}: no entry at {pos}")
-        return (await self.read_range(pos.ledger_id, pos.entry_id, pos.entry_id))[0]
-
-    async def wait_for_entries_after(self, pos: Position) -> None:
-        """Returns once an entry after `pos` is confirmed (or the ledger closes/fences)."""
-        while self.last_confirmed_entry <= pos and self.state not in (State.CLOSED, State.FENCED, State.TERMINATED):
-            self._readers_waiting += 1
-            try:
-                await self._new_entries.wait()
-            finally:
-                self._readers_waiting -= 1
 
     # ------------------------------------------------------------------ cursors
     async def open_cursor(self, name: str, initial_position: str = "latest") -> "ManagedCursor":
@@ -894,51 +400,6 @@ class ManagedLedger:
         cursors = [c for c in self._all_cursors() if not c.closed]
         if cursors:
             self.cache.invalidate_before(min(c.read_position for c in cursors))
-
-    def _slowest_durable_mark_delete(self) -> Position | None:
-        durable = [c.mark_delete_position for c in self.cursors.values()]
-        return min(durable) if durable else None
-
-    # ------------------------------------------------------------------ trimming
-    async def trim(self) -> list[int]:
-        """Delete the ledgers retention no longer keeps (see retention.py); returns ids."""
-        async with self._trim_lock:
-            if self.state in (State.CLOSED, State.FENCED, State.OPENING, State.CREATING_LEDGER):
-                return []
-            slowest = self._slowest_durable_mark_delete()
-            current_id = self.current_ledger_id
-            doomed = ledgers_to_delete(
-                self._list.ledgers,
-                current_ledger_id=current_id,
-                slowest_mark_delete=slowest.as_tuple() if slowest else None,
-                retention_time_ms=self.config.retention_time_ms,
-                retention_size_mb=self.config.retention_size_mb,
-                now_ms=now_ms(),
-            )
-            if not doomed:
-                return []
-            last = doomed[-1]
-            doomed_ids = {li.ledger_id for li in doomed}
-            async with self._metadata_lock:
-                if self.state in (State.CLOSED, State.FENCED):
-                    return []
-                # cursors behind the deleted ledgers move forward before the list changes
-                horizon = Position(last.ledger_id, last.entries - 1)
-                for cursor in self._all_cursors():
-                    if cursor.mark_delete_position < horizon:
-                        cursor.advance_for_trim(horizon)
-                remaining = [li for li in self._list.ledgers if li.ledger_id not in doomed_ids]
-                await self._write_ledger_list(remaining)
-                self._set_ledgers(remaining)
-            for li in doomed:
-                lh = self._read_handles.pop(li.ledger_id, None)
-                if lh is not None:
-                    await close_quietly(lh, log, self.name)
-                self.cache.invalidate_ledger(li.ledger_id)
-                if await self.delete_ledger_quietly(li.ledger_id):
-                    self.ledgers_deleted_counter += 1
-            log.info("%s: trimmed ledgers %s", self.name, sorted(doomed_ids))
-            return sorted(doomed_ids)
 
     def set_config(self, **changes: Any) -> None:
         """Change settings at runtime (retention, TTL, rollover); retention applies at the
