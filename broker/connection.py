@@ -2,8 +2,9 @@
 
 Three tasks per connection, all owned by the connection's nursery: the reader decodes frames
 in bulk and handles each command (quick ones inline; ones that touch the metadata store or a
-cursor in their own task so the connection keeps reading), the writer drains the outbox and
-sends everything queued in one ``send_all`` (batched socket writes), and the keep-alive task
+cursor in their own task so the connection keeps reading), the writer (``quire.outbox``, the
+one coalescing writer every connection of the project uses) sends everything queued since its
+last send at once (batched socket writes), and the keep-alive task
 pings an idle client and closes a dead one. The outbox is bounded: dispatch waits for it to
 drain, so a slow consumer applies backpressure instead of growing memory.
 
@@ -32,6 +33,7 @@ from broker.receipt_frame import send_receipt_frame
 from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
+from quire.outbox import Outbox
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -48,7 +50,6 @@ log = logging.getLogger(__name__)
 T = pb.BaseCommand
 SERVER_VERSION = "Pulsar Server quire-0.1"
 _conn_ids = itertools.count(1)
-_JOIN_BELOW = 64 * 1024  # outgoing frames at least this large are sent without a join copy
 _RECENTLY_CLOSED = 1000  # producer ids remembered after a close (their late SENDs are dropped)
 # Errors a command may end with that are answered with their code, not logged as bugs.
 EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError)
@@ -142,12 +143,7 @@ class ServerConnection:
         self._creating_consumers: set[int] = set()
         self._ready_consumers: set[int] = set()
         self._early_active: dict[int, bool] = {}
-        self._out: list[bytes] = []
-        self._out_bytes = 0
-        self._out_ready = trio.Event()
-        self._writing = False
-        self._drained = trio.Event()
-        self._drained.set()
+        self.outbox = Outbox()
         self._pending_publish = 0
         self._publish_room = trio.Event()
         self._publish_room.set()
@@ -162,7 +158,7 @@ class ServerConnection:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._writer)
+                nursery.start_soon(self.outbox.run, self.stream.send_all)
                 nursery.start_soon(self._keep_alive)
                 try:
                     if not await self._reader():
@@ -176,6 +172,7 @@ class ServerConnection:
                       exc_info=group.exceptions[0] if len(group.exceptions) == 1 else group)
         finally:
             self.closed = True
+            self.outbox.close()
             self._cleanup()
             self.service.metrics.connections_closed()
             with trio.CancelScope(shield=True):
@@ -215,36 +212,8 @@ class ServerConnection:
 
     async def _drain_outbox(self, timeout: float = 1.0) -> None:
         with trio.move_on_after(timeout):
-            while self._out or self._writing:
+            while not self.outbox.idle:
                 await trio.sleep(0.005)
-
-    async def _writer(self) -> None:
-        send_all = self.stream.send_all
-        while True:
-            await self._out_ready.wait()
-            self._out_ready = trio.Event()
-            self._writing = True
-            while self._out:
-                out, self._out = self._out, []
-                self._out_bytes = 0
-                self._drained.set()
-                if len(out) == 1:
-                    await send_all(out[0])
-                    continue
-                # Small frames (receipts, commands, small MESSAGEs) go out joined in one send;
-                # a large MESSAGE frame (a whole batch) is sent as it is: joining copies it.
-                small: list[bytes] = []
-                for frame in out:
-                    if len(frame) < _JOIN_BELOW:
-                        small.append(frame)
-                        continue
-                    if small:
-                        await send_all(b"".join(small))
-                        small = []
-                    await send_all(frame)
-                if small:
-                    await send_all(b"".join(small) if len(small) > 1 else small[0])
-            self._writing = False
 
     async def _keep_alive(self) -> None:
         interval = self.config.keep_alive_interval_seconds
@@ -266,19 +235,11 @@ class ServerConnection:
         self.write_raw(frames.encode_command(command))
 
     def write_raw(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self._out.append(data)
-        self._out_bytes += len(data)
-        if self._out_bytes > self.config.connection_outbox_bytes:
-            self._drained = trio.Event() if self._drained.is_set() else self._drained
-        self._out_ready.set()
+        if not self.closed:
+            self.outbox.put(data)
 
     async def wait_writable(self) -> None:
-        while self._out_bytes > self.config.connection_outbox_bytes and not self.closed:
-            if self._drained.is_set():
-                self._drained = trio.Event()
-            await self._drained.wait()
+        await self.outbox.wait_below(self.config.connection_outbox_bytes)
 
     # -- peer interface used by producers and consumers ------------------------------------
 
@@ -308,7 +269,7 @@ class ServerConnection:
 
     async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery],
                             consumer_epoch: int | None = None) -> None:
-        out = self._out
+        out = []
         nbytes = 0
         for d in deliveries:
             cmd = C.message(consumer_id, d.position.ledger_id, d.position.entry_id, partition=partition,
@@ -316,8 +277,8 @@ class ServerConnection:
             frame = frames.message_frame(cmd, d.data)
             out.append(frame)
             nbytes += len(frame)
-        self._out_bytes += nbytes
-        self._out_ready.set()
+        if not self.closed:
+            self.outbox.put_many(out, nbytes)
         self.service.metrics.dispatched(len(deliveries), sum(d.num_messages for d in deliveries), nbytes)
         await self.wait_writable()
 
