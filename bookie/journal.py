@@ -158,6 +158,7 @@ class Journal:
         self.durable_mark = LogMark()
         self._max_bytes_pending = config.journal_max_memory_size_mb * MB
         self._max_bufs_pending = 2 * config.journal_queue_size  # two buffers per record
+        self._sync_ewma = 0.0  # recent durable-write latency (s), moving average
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -303,10 +304,11 @@ class Journal:
                     if not self._pending:
                         continue
                 if flush_when_empty:
-                    # Adaptive group commit: write at once. This task runs after the tasks that
-                    # were runnable when the first record came (a decoded batch appends first);
-                    # while a group is written the next one gathers, so groups form under load.
-                    pass
+                    # Adaptive group commit: write at once (groups form while a write is in
+                    # progress). A group for the thread first lets the tasks runnable now (a
+                    # decoded batch of SENDs) append too.
+                    if not self._inline_ok():
+                        await trio.sleep(0)
                 elif self._pending_bytes < threshold:
                     # Wait for the group to age max_wait or to reach the byte threshold.
                     remaining = self._pending_since + max_wait - time.monotonic()
@@ -336,10 +338,11 @@ class Journal:
         t0 = time.perf_counter()
         err: BaseException | None = None
         try:
-            if sync and nbytes <= _INLINE_WRITE_MAX and self._file is not None:
+            if sync and self._inline_ok(nbytes):
                 # A small group (a lone add) is written and made durable right here, blocking
                 # the event loop for that one write (as Redis' appendfsync always does): the
                 # hand-off to the writer thread and back costs more CPU than the write itself.
+                # Only while durable writes are fast: on a slow or busy disk the loop must go on.
                 mark = self._write_group(bufs, sync)
             else:
                 mark = await self._writer.run(self._write_group, bufs, sync)
@@ -355,7 +358,9 @@ class Journal:
         else:
             if sync:
                 self.durable_mark = mark
-                self.metrics.journal_sync_seconds.observe(time.perf_counter() - t0)
+                took = time.perf_counter() - t0
+                self.metrics.journal_sync_seconds.observe(took)
+                self._sync_ewma += 0.2 * (took - self._sync_ewma)
         self.metrics.journal_group_entries.observe(len(bufs) // 2)
         self.metrics.journal_group_bytes.observe(nbytes)
         if acks:
@@ -395,6 +400,12 @@ class Journal:
             _close_trimmed(f)
             mark = self.durable_mark
         return mark
+
+    def _inline_ok(self, nbytes: int = -1) -> bool:
+        """May the next group be written in the writer task itself (see _flush_group)?"""
+        if nbytes < 0:
+            nbytes = self._pending_bytes
+        return nbytes <= _INLINE_WRITE_MAX and self._sync_ewma <= _INLINE_MAX_SYNC_S and self._file is not None
 
     async def _sync_only(self) -> None:
         f = self._file
@@ -437,7 +448,10 @@ _SMALL_PREALLOC = 64 * 1024
 # Groups up to this size are written by the writer task itself, larger ones by the writer
 # thread (the event loop goes on meanwhile). A durable write of a few KiB takes about as long
 # as the thread hand-off's wake-ups; a large group's write is worth overlapping.
-_INLINE_WRITE_MAX = 64 * 1024
+_INLINE_WRITE_MAX = 16 * 1024
+# ... and only while durable writes take at most this long on average (a slow or contended
+# disk would stall every connection of the process for each write).
+_INLINE_MAX_SYNC_S = 0.001
 
 
 def _free_bytes(path: Path) -> int:
