@@ -32,6 +32,7 @@ from managed_ledger.ledger_client import LedgerHandleView
 from managed_ledger.ledger_state import ManagedLedgerState, State, now_ms
 from managed_ledger.position import Position
 from managed_ledger.rollover import current_ledger_is_full
+from quire.parked_caller import ParkedCaller
 
 log = logging.getLogger(__name__)
 
@@ -74,31 +75,6 @@ class QueuedAdd:
         self.alive = True  # False once answered, or dropped by its cancelled caller
 
 
-class AddWaiter:
-    """``add_entry``'s caller, parked until its add's callback."""
-
-    __slots__ = ("task", "queued", "position", "error")
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task: trio.lowlevel.Task | None = task
-        self.queued: QueuedAdd | None = None
-        self.position: Position | None = None
-        self.error: ManagedLedgerError | None = None
-
-    def done(self, pos: Position | None, err: ManagedLedgerError | None) -> None:
-        self.position, self.error = pos, err
-        task, self.task = self.task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
-    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        q = self.queued
-        if q is not None and q.alive:
-            q.alive = False  # still in the backlog: dropped, never written
-        self.task = None  # else it stays in flight
-        return trio.lowlevel.Abort.SUCCEEDED
-
-
 class AddPipeline(ManagedLedgerState):
     def _check_writable(self) -> None:
         state = self.state
@@ -137,16 +113,9 @@ class AddPipeline(ManagedLedgerState):
         Positions follow the order in which calls began: the add takes its place (the
         fast-path slot or the backlog) before the first checkpoint. A caller cancelled while
         its add still waits in the backlog drops it; once sent, the add stays in flight."""
-        waiter = AddWaiter(trio.lowlevel.current_task())
+        waiter: ParkedCaller[Position] = ParkedCaller(trio.lowlevel.current_task())
         waiter.queued = self._add(data, waiter.done)
-        if waiter.task is None:  # completed synchronously (a write that failed at once)
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-        if waiter.error is not None:
-            raise waiter.error
-        assert waiter.position is not None
-        return waiter.position
+        return await waiter.wait()
 
     def async_add_entry(self, data: bytes, callback: AddCallback) -> None:
         """``add_entry`` without a task (Pulsar's asyncAddEntry): ``callback(position, None)``

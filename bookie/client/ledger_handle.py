@@ -44,6 +44,7 @@ from bookie.client.errors import (
 from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.client.read_ops import long_poll_lac, read_entries, read_lac
 from bookie.protocol import Flag, Status
+from quire.parked_caller import ParkedCaller
 
 if TYPE_CHECKING:
     from bookie.client.bookie_connection import BookieConnection
@@ -125,33 +126,6 @@ class _SlotWaiter:
 
     def __init__(self, task: trio.lowlevel.Task) -> None:
         self.task: trio.lowlevel.Task | None = task
-
-
-class _AddWaiter:
-    """``add_entry``'s caller, parked until the callback of its add."""
-
-    __slots__ = ("task", "queued", "entry_id", "error")
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task: trio.lowlevel.Task | None = task
-        self.queued: _QueuedAdd | None = None
-        self.entry_id = -1
-        self.error: BKError | None = None
-
-    def done(self, entry_id: int, error: "BKError | None") -> None:
-        self.entry_id, self.error = entry_id, error
-        task, self.task = self.task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
-
-    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        q = self.queued
-        if q is not None and q.alive:
-            q.alive = False  # not sent yet: it is dropped, its id never taken
-            self.task = None
-            return trio.lowlevel.Abort.SUCCEEDED
-        self.task = None  # the caller was cancelled; the add itself stays in flight
-        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class LedgerHandle:
@@ -238,15 +212,9 @@ class LedgerHandle:
 
         The call-order rule: the entry takes its place (its id, or its place in the window's
         queue) synchronously, before the first checkpoint, so ids follow the order calls began."""
-        waiter = _AddWaiter(trio.lowlevel.current_task())
+        waiter: ParkedCaller[int] = ParkedCaller(trio.lowlevel.current_task())
         waiter.queued = self._add(data, waiter.done)
-        if waiter.task is None:  # failed synchronously (client closed): still a checkpoint
-            await trio.lowlevel.checkpoint()
-        else:
-            await trio.lowlevel.wait_task_rescheduled(waiter.abort)
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.entry_id
+        return await waiter.wait()
 
     def async_add_entry(self, data: bytes, callback: AddCallback) -> None:
         """Append ``data``; ``callback(entry_id, error)`` tells the outcome (the hot path: no
