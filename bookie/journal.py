@@ -5,9 +5,11 @@ Callers append synchronously (no await, no task per entry) with a completion cal
 writer task (:meth:`Journal.run`, owned by the bookie's nursery) gathers everything pending
 into a group, waiting at most ``journal_max_group_wait_ms`` after the group's first record
 unless ``journal_buffered_writes_threshold`` bytes are already buffered (or immediately with
-``journal_flush_when_queue_empty``), then writes the group and fdatasyncs it in a worker thread.
-While that thread runs, the next group accumulates. Callbacks of a group run in bulk, in
-order, only after its fsync: an add is acknowledged only once it is durable.
+``journal_flush_when_queue_empty``, the default: adaptive group commit), then writes the
+group durably (RWF_DSYNC, or write + fdatasync): a small group (a lone add) in the writer
+task itself, a large one in the journal's worker thread. While a group is written the next
+one accumulates, so groups form only under load. Callbacks of a group run in bulk, in
+order, only after its durable write: an add is acknowledged only once it is durable.
 
 A fresh file is started at every open and whenever ``journal_max_size_mb`` is reached. Files
 are preallocated (fallocate) in ``journal_pre_alloc_size_mb`` chunks so a group's fdatasync
@@ -140,6 +142,7 @@ class Journal:
         self.durable_mark = LogMark()
         self._max_bytes_pending = config.journal_max_memory_size_mb * MB
         self._max_bufs_pending = 2 * config.journal_queue_size  # two buffers per record
+        self._sync_ewma = 0.0  # recent durable-write latency (s), moving average
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -282,8 +285,11 @@ class Journal:
                     if not self._pending:
                         continue
                 if flush_when_empty:
-                    # Let the tasks that are runnable now (a decoded batch) append first.
-                    await trio.sleep(0)
+                    # Adaptive group commit: write at once (groups form while a write is in
+                    # progress). A group for the thread first lets the tasks runnable now (a
+                    # decoded batch of SENDs) append too.
+                    if not self._inline_ok():
+                        await trio.sleep(0)
                 elif self._pending_bytes < threshold:
                     # Wait for the group to age max_wait or to reach the byte threshold.
                     remaining = self._pending_since + max_wait - time.monotonic()
@@ -313,7 +319,14 @@ class Journal:
         t0 = time.perf_counter()
         err: BaseException | None = None
         try:
-            mark = await self._writer.run(self._write_group, bufs, sync)
+            if sync and self._inline_ok(nbytes):
+                # A small group (a lone add) is written and made durable right here, blocking
+                # the event loop for that one write (as Redis' appendfsync always does): the
+                # hand-off to the writer thread and back costs more CPU than the write itself.
+                # Only while durable writes are fast: on a slow or busy disk the loop must go on.
+                mark = self._write_group(bufs, sync)
+            else:
+                mark = await self._writer.run(self._write_group, bufs, sync)
         except Exception as exc:
             if is_disk_full(exc):
                 # Nothing of this group counts; the next one is written at the same position.
@@ -326,7 +339,9 @@ class Journal:
         else:
             if sync:
                 self.durable_mark = mark
-                self.metrics.journal_sync_seconds.observe(time.perf_counter() - t0)
+                took = time.perf_counter() - t0
+                self.metrics.journal_sync_seconds.observe(took)
+                self._sync_ewma += 0.2 * (took - self._sync_ewma)
         self.metrics.journal_group_entries.observe(len(bufs) // 2)
         self.metrics.journal_group_bytes.observe(nbytes)
         if acks:
@@ -369,6 +384,12 @@ class Journal:
             mark = self.durable_mark
         return mark
 
+    def _inline_ok(self, nbytes: int = -1) -> bool:
+        """May the next group be written in the writer task itself (see _flush_group)?"""
+        if nbytes < 0:
+            nbytes = self._pending_bytes
+        return nbytes <= _INLINE_WRITE_MAX and self._sync_ewma <= _INLINE_MAX_SYNC_S and self._file is not None
+
     async def _sync_only(self) -> None:
         f = self._file
         if f is None:
@@ -407,6 +428,13 @@ class Journal:
 
 
 _SMALL_PREALLOC = 64 * 1024
+# Groups up to this size are written by the writer task itself, larger ones by the writer
+# thread (the event loop goes on meanwhile). A durable write of a few KiB takes about as long
+# as the thread hand-off's wake-ups; a large group's write is worth overlapping.
+_INLINE_WRITE_MAX = 16 * 1024
+# ... and only while durable writes take at most this long on average (a slow or contended
+# disk would stall every connection of the process for each write).
+_INLINE_MAX_SYNC_S = 0.001
 
 
 def _free_bytes(path: Path) -> int:

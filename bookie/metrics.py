@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from quire.fast_histogram import FastHistogram
+
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
 _COUNT_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 _BYTES_BUCKETS = (1024, 8192, 65536, 262144, 524288, 1048576, 4194304, 16777216)
@@ -21,13 +23,13 @@ class BookieMetrics:
         self.add_bytes = Counter("bookie_add_entry_bytes", "Bytes of entries added", registry=r)
         self.read_entries = Counter("bookie_read_entry", "Read requests by outcome", ["status"], registry=r)
         self.read_bytes = Counter("bookie_read_entry_bytes", "Bytes of entries read", registry=r)
-        self.journal_sync_seconds = Histogram(
+        self.journal_sync_seconds = FastHistogram(
             "bookie_journal_sync_seconds", "Journal group write + fdatasync latency", buckets=_LATENCY_BUCKETS, registry=r
         )
-        self.journal_group_entries = Histogram(
+        self.journal_group_entries = FastHistogram(
             "bookie_journal_group_entries", "Records per journal group commit", buckets=_COUNT_BUCKETS, registry=r
         )
-        self.journal_group_bytes = Histogram(
+        self.journal_group_bytes = FastHistogram(
             "bookie_journal_group_bytes", "Bytes per journal group commit", buckets=_BYTES_BUCKETS, registry=r
         )
         self.write_cache_hits = Counter("bookie_write_cache_hits", "Reads served by the write cache", registry=r)

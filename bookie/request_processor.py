@@ -58,7 +58,8 @@ class ReplySink(Protocol):
     def send(self, frame: bytes) -> None: ...
 
     # Optional: ``send_many(buffers, count)`` queues ``count`` replies given as consecutive
-    # buffers with one wake-up; sinks without it get one ``send`` per reply.
+    # buffers with one wake-up; sinks without it get one ``send`` per reply. An in-process
+    # sink may offer ``adds_done(request_ids, status)``: add replies without a frame.
 
 
 def reply_frame(
@@ -283,6 +284,12 @@ class RequestProcessor:
         """A journal group is durable (or failed): answer all its adds, one send per connection."""
         # A group that failed for lack of space answers READ_ONLY (StorageError.status).
         status = 0 if err is None else int(getattr(err, "status", Status.IO))
+        self._count("add", status, len(tokens))
+        first = tokens[0][0]
+        adds_done = getattr(first, "adds_done", None)
+        if adds_done is not None and all(t[0] is first for t in tokens):
+            adds_done([t[1] for t in tokens], status)  # in-process: no frames to encode
+            return
         encode = encode_add_reply
         last_conn = None
         out: list[bytes] = []
@@ -307,7 +314,6 @@ class RequestProcessor:
                 send = conn.send
                 for frame in frames:
                     send(frame)
-        self._count("add", status, len(tokens))
 
     async def _add_slow(self, req: Request, conn: ReplySink) -> None:
         """An add that must wait (unknown ledger, congested journal, full write cache).

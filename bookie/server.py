@@ -26,6 +26,7 @@ from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
 from bookie.auth import BookieAuthenticator
 from bookie.protocol import FrameDecoder, Op, Request, Response, Status, encode_response
+from quire.outbox import Outbox, OutboxStalled
 from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
@@ -127,11 +128,8 @@ class Connection:
         self.high_water = high_water
         self.low_water = low_water
         self.stall_timeout = stall_timeout
-        self.out_bytes = 0  # queued, not yet handed to the socket
-        self._out: list[bytes] = []
-        self._out_ready = trio.Event()
+        self.outbox = Outbox()
         self._room = trio.Event()
-        self._drained = trio.Event()
         self.reads_in_flight = 0  # reads running as tasks (their replies are not queued yet)
         self.authenticated = True  # False until an AUTH request proves the peer's identity
         self._read_slot = trio.Event()
@@ -140,9 +138,7 @@ class Connection:
         self.pending -= 1
         if self.closed:
             return
-        self._out.append(frame)
-        self.out_bytes += len(frame)
-        self._out_ready.set()
+        self.outbox.put(frame)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -151,42 +147,32 @@ class Connection:
         self.pending -= count
         if self.closed:
             return
-        self._out += buffers
-        self.out_bytes += sum(map(len, buffers))
-        self._out_ready.set()
+        self.outbox.put_many(buffers)
         if self.pending < self.max_pending:
             self._room.set()
 
     @property
     def has_output(self) -> bool:
-        return bool(self._out)
+        return not self.outbox.idle
+
+    @property
+    def out_bytes(self) -> int:
+        """Replies queued or being sent."""
+        return self.outbox.queued_bytes
 
     async def writer(self, scope: trio.CancelScope) -> None:
         try:
-            while True:
-                await self._out_ready.wait()
-                self._out_ready = trio.Event()
-                if not self._out:
-                    continue
-                data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
-                self._out.clear()
-                with trio.move_on_after(self.stall_timeout) as timer:
-                    await self.stream.send_all(data)
-                if timer.cancelled_caught:
-                    # The peer does not read its replies: stop holding them for it.
-                    log.warning("closing connection: replies not taken for %.0f s", self.stall_timeout)
-                    self.stalled = True
-                    break
-                self.out_bytes -= len(data)
-                if self.out_bytes <= self.low_water:
-                    self._drained.set()
+            await self.outbox.run(self.stream.send_all, self.stall_timeout)
+        except OutboxStalled:
+            # The peer does not read its replies: stop holding them for it.
+            log.warning("closing connection: replies not taken for %.0f s", self.stall_timeout)
+            self.stalled = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         # The peer is gone or stalled: nothing more can be answered on this connection.
         self.closed = True
-        self._out.clear()
+        self.outbox.close()
         self._room.set()
-        self._drained.set()
         scope.cancel()
 
     async def wait_read_slot(self) -> None:
@@ -201,9 +187,8 @@ class Connection:
 
     async def wait_drained(self) -> None:
         """Pause the reader while the peer has more than the high-water mark of replies queued."""
-        while self.out_bytes > self.high_water and not self.closed:
-            self._drained = trio.Event()
-            await self._drained.wait()
+        if self.out_bytes > self.high_water and not self.closed:
+            await self.outbox.wait_below(self.low_water)
 
     async def wait_for_room(self) -> None:
         while self.pending >= self.max_pending and not self.closed:

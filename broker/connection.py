@@ -2,8 +2,9 @@
 
 Three tasks per connection, all owned by the connection's nursery: the reader decodes frames
 in bulk and handles each command (quick ones inline; ones that touch the metadata store or a
-cursor in their own task so the connection keeps reading), the writer drains the outbox and
-sends everything queued in one ``send_all`` (batched socket writes), and the keep-alive task
+cursor in their own task so the connection keeps reading), the writer (``quire.outbox``, the
+one coalescing writer every connection of the project uses) sends everything queued since its
+last send at once (batched socket writes), and the keep-alive task
 pings an idle client and closes a dead one. The outbox is bounded: dispatch waits for it to
 drain, so a slow consumer applies backpressure instead of growing memory.
 
@@ -34,9 +35,11 @@ from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
 from broker.names import NamespaceName, TopicName
 from broker.producer import Producer, check_message
+from broker.receipt_frame import send_receipt_frame
 from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
+from quire.outbox import Outbox
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -56,7 +59,6 @@ log = logging.getLogger(__name__)
 T = pb.BaseCommand
 SERVER_VERSION = "Pulsar Server quire-0.1"
 _conn_ids = itertools.count(1)
-_JOIN_BELOW = 64 * 1024  # outgoing frames at least this large are sent without a join copy
 _RECENTLY_CLOSED = 1000  # producer ids remembered after a close (their late SENDs are dropped)
 # Errors a command may end with that are answered with their code, not logged as bugs.
 EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError, SecurityError)
@@ -161,12 +163,7 @@ class ServerConnection:
         self._creating_consumers: set[int] = set()
         self._ready_consumers: set[int] = set()
         self._early_active: dict[int, bool] = {}
-        self._out: list[bytes] = []
-        self._out_bytes = 0
-        self._out_ready = trio.Event()
-        self._writing = False
-        self._drained = trio.Event()
-        self._drained.set()
+        self.outbox = Outbox()
         self._pending_publish = 0
         self._publish_room = trio.Event()
         self._publish_room.set()
@@ -181,7 +178,7 @@ class ServerConnection:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._writer)
+                nursery.start_soon(self.outbox.run, self.stream.send_all)
                 nursery.start_soon(self._keep_alive)
                 if self.service.authn.enabled:
                     nursery.start_soon(self._auth_refresh)
@@ -197,6 +194,7 @@ class ServerConnection:
                       exc_info=group.exceptions[0] if len(group.exceptions) == 1 else group)
         finally:
             self.closed = True
+            self.outbox.close()
             self._cleanup()
             self.service.metrics.connections_closed()
             with trio.CancelScope(shield=True):
@@ -252,36 +250,8 @@ class ServerConnection:
 
     async def _drain_outbox(self, timeout: float = 1.0) -> None:
         with trio.move_on_after(timeout):
-            while self._out or self._writing:
+            while not self.outbox.idle:
                 await trio.sleep(0.005)
-
-    async def _writer(self) -> None:
-        send_all = self.stream.send_all
-        while True:
-            await self._out_ready.wait()
-            self._out_ready = trio.Event()
-            self._writing = True
-            while self._out:
-                out, self._out = self._out, []
-                self._out_bytes = 0
-                self._drained.set()
-                if len(out) == 1:
-                    await send_all(out[0])
-                    continue
-                # Small frames (receipts, commands, small MESSAGEs) go out joined in one send;
-                # a large MESSAGE frame (a whole batch) is sent as it is: joining copies it.
-                small: list[bytes] = []
-                for frame in out:
-                    if len(frame) < _JOIN_BELOW:
-                        small.append(frame)
-                        continue
-                    if small:
-                        await send_all(b"".join(small))
-                        small = []
-                    await send_all(frame)
-                if small:
-                    await send_all(b"".join(small) if len(small) > 1 else small[0])
-            self._writing = False
 
     async def _keep_alive(self) -> None:
         interval = self.config.keep_alive_interval_seconds
@@ -329,25 +299,16 @@ class ServerConnection:
         self.write_raw(frames.encode_command(command))
 
     def write_raw(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self._out.append(data)
-        self._out_bytes += len(data)
-        if self._out_bytes > self.config.connection_outbox_bytes:
-            self._drained = trio.Event() if self._drained.is_set() else self._drained
-        self._out_ready.set()
+        if not self.closed:
+            self.outbox.put(data)
 
     async def wait_writable(self) -> None:
-        while self._out_bytes > self.config.connection_outbox_bytes and not self.closed:
-            if self._drained.is_set():
-                self._drained = trio.Event()
-            await self._drained.wait()
+        await self.outbox.wait_below(self.config.connection_outbox_bytes)
 
     # -- peer interface used by producers and consumers ------------------------------------
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int) -> None:
-        self.write(C.send_receipt(producer_id, sequence_id, ledger_id, entry_id,
-                                  highest_sequence_id=highest_sequence_id or None))
+        self.write_raw(send_receipt_frame(producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id))
 
     def send_send_error(self, producer_id: int, sequence_id: int, error: str, message: str) -> None:
         self.write(C.send_error(producer_id, sequence_id, pb.ServerError.Value(error), message))
@@ -372,7 +333,7 @@ class ServerConnection:
 
     async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery],
                             consumer_epoch: int | None = None) -> None:
-        out = self._out
+        out = []
         nbytes = 0
         for d in deliveries:
             cmd = C.message(consumer_id, d.position.ledger_id, d.position.entry_id, partition=partition,
@@ -380,8 +341,8 @@ class ServerConnection:
             frame = frames.message_frame(cmd, d.data)
             out.append(frame)
             nbytes += len(frame)
-        self._out_bytes += nbytes
-        self._out_ready.set()
+        if not self.closed:
+            self.outbox.put_many(out, nbytes)
         self.service.metrics.dispatched(len(deliveries), sum(d.num_messages for d in deliveries), nbytes)
         await self.wait_writable()
 
@@ -650,7 +611,7 @@ class ServerConnection:
             await self._publish_room.wait()
         self._pending_publish += 1
         self.service.metrics.published(c.num_messages, len(data))
-        await producer.topic.publish(producer, slot, data, self._publish_done)
+        producer.topic.publish(producer, slot, data, self._publish_done)
         return True
 
     def _publish_done(self) -> None:

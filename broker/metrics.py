@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from quire.fast_histogram import FastHistogram
+
 if TYPE_CHECKING:
     from broker.service import BrokerService
     from broker.topic import PersistentTopic
@@ -120,7 +122,7 @@ class BrokerMetrics:
         self._entries_out = Counter("pulsar_broker_out_entries", "entries dispatched", registry=r)
         self._connections = Gauge("pulsar_active_connections", "open client connections", registry=r)
         self._conn_total = Counter("pulsar_connection_created", "client connections accepted", registry=r)
-        self.publish_latency = Histogram(
+        self.publish_latency = FastHistogram(
             "pulsar_broker_publish_latency_seconds", "time from SEND to a stored entry", buckets=LATENCY_BUCKETS, registry=r)
         self.dispatch_latency = Histogram(
             "pulsar_broker_dispatch_latency_seconds", "time to read and send one dispatch round",

@@ -1,8 +1,8 @@
 """PersistentTopic: one managed ledger, its producers and its subscriptions.
 
-Publishing is pipelined: each SEND starts its ``add_entry`` in the topic's nursery (the call
-is entered before the next SEND is handled, so entries keep the producer's order) and the
-producer answers receipts in order as adds complete. A fenced managed ledger (another owner
+Publishing is pipelined and takes no task per message: each SEND is handed to the managed
+ledger's ``async_add_entry`` (its position is taken at once, so entries keep the producer's
+order) and the producer answers receipts in order from the add callbacks. A fenced managed ledger (another owner
 took over) closes the topic: clients get CLOSE_PRODUCER / CLOSE_CONSUMER, look the topic up
 again and resend what was not acknowledged.
 """
@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
 import trio
@@ -57,24 +58,6 @@ INT64_MAX = (1 << 63) - 1
 EARLIEST = Position(-1, -1)
 LATEST = Position(INT64_MAX, INT64_MAX)
 _reader_ids = itertools.count()
-
-
-class _Entered:
-    """A publisher parked until its add task has entered ``ManagedLedger.add_entry``."""
-
-    __slots__ = ("task",)
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task: trio.lowlevel.Task | None = task
-
-    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        self.task = None  # the publisher was cancelled; the add goes on (and answers)
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def release(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            trio.lowlevel.reschedule(task)
 
 
 class PersistentTopic:
@@ -271,8 +254,10 @@ class PersistentTopic:
     def last_sequence_id(self, producer_name: str) -> int:
         return self.dedup.last_sequence_id(producer_name) if self.dedup else -1
 
-    async def publish(self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None]) -> None:
-        """Persist one SEND; the receipt goes out (in order) when it is stored."""
+    def publish(self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None]) -> None:
+        """Persist one SEND; the receipt goes out (in order) when it is stored. No task per
+        message: the managed ledger takes the entry's position now (SENDs keep their order)
+        and calls back once it is stored."""
         if self.closed or self.fenced:
             producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is closing"))
             on_done()
@@ -288,43 +273,34 @@ class PersistentTopic:
                 producer.complete(slot, -1, -1, PersistenceError("Cannot determine whether the message is a duplicate at this time"))
                 on_done()
                 return
-        assert self._nursery is not None
-        # Like nursery.start (the add is entered before the next SEND is handled: positions
-        # follow the order add_entry calls begin) at a third of its cost per entry.
-        entered = _Entered(trio.lowlevel.current_task())
-        self._nursery.start_soon(self._add_entry, producer, slot, data, on_done, entered)
-        await trio.lowlevel.wait_task_rescheduled(entered.abort)
-
-    async def _add_entry(
-        self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None], entered: "_Entered",
-    ) -> None:
-        start = time.perf_counter()
+        done = partial(self._add_done, producer, slot, data, on_done, time.perf_counter())
         try:
-            # The publisher resumes only after this task has run into the managed ledger's add
-            # (everything up to its first real suspension happens before the next task step).
-            entered.release()
-            pos: Position = await self.ml.add_entry(data)
-        except ManagedLedgerFencedError as exc:
-            producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is fenced"))
-            self._fenced(exc)
-            if self.dedup:
-                self.dedup.failed(producer.name)
-            return
-        except ManagedLedgerTerminatedError:
-            producer.complete(slot, -1, -1, TopicTerminatedError("Topic was terminated"))
-            return
+            self.ml.async_add_entry(data, done)
         except ManagedLedgerError as exc:
-            log.warning("add to %s failed: %r", self.name, exc)
-            if self.dedup:
-                self.dedup.failed(producer.name)
-            producer.complete(slot, -1, -1, PersistenceError(f"Failed to persist: {exc}"))
-            # Close the topic at once (no SEND after this one is stored): a producer re-sends
-            # from its first failed message after reconnecting, and a later message stored now
-            # would make deduplication take that re-send for a duplicate, acknowledged unstored.
-            self._fenced(exc)
+            done(None, exc)
+
+    def _add_done(self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None],
+                  start: float, pos: Position | None, exc: ManagedLedgerError | None) -> None:
+        on_done()
+        if exc is not None:
+            if isinstance(exc, ManagedLedgerFencedError):
+                producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is fenced"))
+                self._fenced(exc)
+                if self.dedup:
+                    self.dedup.failed(producer.name)
+            elif isinstance(exc, ManagedLedgerTerminatedError):
+                producer.complete(slot, -1, -1, TopicTerminatedError("Topic was terminated"))
+            else:
+                log.warning("add to %s failed: %r", self.name, exc)
+                if self.dedup:
+                    self.dedup.failed(producer.name)
+                producer.complete(slot, -1, -1, PersistenceError(f"Failed to persist: {exc}"))
+                # Close the topic at once (no SEND after this one is stored): a producer re-sends
+                # from its first failed message after reconnecting, and a later message stored now
+                # would make deduplication take that re-send for a duplicate, acknowledged unstored.
+                self._fenced(exc)
             return
-        finally:
-            on_done()
+        assert pos is not None
         self._last_entry = (pos, data)
         self.msg_in += slot.num_messages
         self.bytes_in += len(data)
@@ -335,10 +311,14 @@ class PersistentTopic:
             sub.notify()
         dedup = self.dedup
         if dedup is not None and dedup.persisted_ok(producer.name, slot.sequence_id, slot.highest_sequence_id):
-            try:
-                await dedup.snapshot(pos)
-            except ManagedLedgerError as exc:
-                log.warning("dedup snapshot of %s failed: %r", self.name, exc)
+            assert self._nursery is not None
+            self._nursery.start_soon(self._dedup_snapshot, dedup, pos)
+
+    async def _dedup_snapshot(self, dedup: Deduplication, pos: Position) -> None:
+        try:
+            await dedup.snapshot(pos)
+        except ManagedLedgerError as exc:
+            log.warning("dedup snapshot of %s failed: %r", self.name, exc)
 
     # -- subscriptions ---------------------------------------------------------------------
 

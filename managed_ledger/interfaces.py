@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from managed_ledger.config import ManagedLedgerConfig
+from managed_ledger.errors import ManagedLedgerError
 from managed_ledger.position import Entry, Position
 
 
@@ -89,6 +90,10 @@ class ManagedLedgerView(Protocol):
 
     async def add_entry(self, data: bytes) -> Position:
         """Append; positions follow the order in which the calls began."""
+
+    def async_add_entry(self, data: bytes, callback: Callable[[Position | None, ManagedLedgerError | None], None]) -> None:
+        """``add_entry`` without a task: ``callback(position, None)`` or ``(None, error)``;
+        raises ManagedLedgerError at once if not writable."""
 
     async def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursorView: ...
 

@@ -9,7 +9,7 @@ bookies, ensembles or sockets: only ledgers, entry ids and bytes.
 from __future__ import annotations
 
 import logging
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from bookie.client.errors import BKError
 
@@ -44,6 +44,10 @@ class LedgerHandleView(Protocol):
 
     async def add_entry(self, data: bytes) -> int:
         """Append; ids follow call order; returns once the ack quorum acked in order."""
+
+    def async_add_entry(self, data: bytes, callback: Callable[[int, BKError | None], None]) -> None:
+        """``add_entry`` without a task: ``callback(entry_id, None)`` or ``(-1, error)``;
+        raises BKError at once if the handle cannot write."""
 
     async def read(self, first: int, last: int) -> Sequence[LedgerEntryView]:
         """Entries ``first..last`` (inclusive), at most up to the last add confirmed."""

@@ -2,9 +2,9 @@
 
 Requests carry a per-connection request id and complete through a *callback* run by the
 connection's reader task, so an add sent to WQ bookies costs no trio task per bookie.
-``send`` / ``send_add`` are synchronous: they append the encoded frame to an outgoing list
-and wake the writer task (only when the list was empty), which joins everything queued since
-its last wake-up into one ``send_all``: adds to one bookie are batched per write.
+``send`` / ``send_add`` are synchronous: they put the encoded frame in the connection's
+``quire.outbox.Outbox``, whose writer task sends everything queued since its last send at
+once: adds to one bookie are batched per write.
 A timeout monitor fails requests past their deadline with ``CLIENT_TIMEOUT``; a broken
 connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and the next
 ``send`` reconnects. Callbacks receive ``(status, response_or_None)``.
@@ -23,6 +23,7 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
+from quire.outbox import Outbox
 from bookie.protocol import (
     FrameDecoder,
     Op,
@@ -81,8 +82,7 @@ class BookieConnection:
         # request id -> (callback, deadline, sent at); a tuple is the cheapest record per request
         self._pending: dict[int, tuple[Callback, float, float]] = {}
         self._min_timeout = float("inf")  # lets the timeout scan stop early (see _timeouts)
-        self._out: list[bytes] = []
-        self._wake = trio.Event()
+        self._outbox = Outbox()
         self._next_id = 1
         self._running = False
         self._closed = False
@@ -123,10 +123,7 @@ class BookieConnection:
         self._queue(encode_add_request(rid, ledger_id, entry_id, flags, master_key, entry))
 
     def _queue(self, frame: bytes) -> None:
-        out = self._out
-        out.append(frame)
-        if len(out) == 1:  # the writer may be idle; otherwise it is already due to take the list
-            self._wake.set()
+        self._outbox.put(frame)
         if not self._running:
             self._running = True
             self._nursery.start_soon(self._run)
@@ -141,7 +138,8 @@ class BookieConnection:
 
     def _fail_all(self, status: int) -> None:
         pending, self._pending = self._pending, {}
-        self._out.clear()
+        old, self._outbox = self._outbox, Outbox()  # what was queued is failed here, never sent
+        old.close()
         for callback, _deadline, _sent in pending.values():
             self._complete(callback, status, None)
 
@@ -181,7 +179,6 @@ class BookieConnection:
         finally:
             self._cancel = None
             self._running = False
-            self._wake = trio.Event()
             self._fail_all(CLIENT_CONNECTION_LOST)
         if self._error is not None:
             log.info("connection to bookie %s failed: %r", self.bookie_id, self._error)
@@ -199,13 +196,7 @@ class BookieConnection:
         stop.cancel()
 
     async def _writer(self, stream: trio.SocketStream) -> None:
-        while True:
-            if not self._out:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                continue
-            out, self._out = self._out, []
-            await stream.send_all(out[0] if len(out) == 1 else b"".join(out))
+        await self._outbox.run(stream.send_all)
 
     async def _reader(self, stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)

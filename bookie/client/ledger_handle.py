@@ -7,8 +7,8 @@ began. Each entry is packed once (digest header with the current LAC piggybacked
 bytes go to the WQ bookies of its write set; an entry completes once AQ bookies acked it *and*
 every earlier entry completed, which advances the LAC. At most ``throttle`` adds are in flight.
 Per entry the hot path allocates one small record and one frame per bookie: acks are a bit
-mask and a counter, the window is a counter (a parking lot only when it is full), and the
-adding task is parked and rescheduled directly instead of waiting on an Event.
+mask and a counter, the window is a counter (a FIFO only when it is full), and completion is
+a callback (``async_add_entry``: no task per entry; ``add_entry`` parks its caller on it).
 
 A bookie that fails an add (error, timeout, lost connection; anything but FENCED or
 UNAUTHORIZED) triggers an *ensemble change*: it is replaced by another writable bookie, a new
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import collections
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import trio
 
@@ -45,6 +45,7 @@ from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.client.read_ops import long_poll_lac, read_entries, read_lac
 from bookie.protocol import Flag, Status
 from quire import invariants
+from quire.parked_caller import ParkedCaller
 
 if TYPE_CHECKING:
     from bookie.client.bookie_connection import BookieConnection
@@ -77,10 +78,16 @@ _FENCED = int(Status.FENCED)
 _UNAUTHORIZED = int(Status.UNAUTHORIZED)
 
 
-class _PendingAdd:
-    __slots__ = ("entry_id", "data", "length", "sent_to", "acked", "ack_count", "task", "error", "completed")
+# Told the outcome of one add: (entry_id, None) once it and every earlier entry are
+# AQ-acked, or (-1, error). Runs from the reply path (a journal group commit, a socket
+# reader), or within ``async_add_entry`` itself if the handle fails there.
+AddCallback = Callable[[int, "BKError | None"], None]
 
-    def __init__(self, entry_id: int, data: bytes, length: int) -> None:
+
+class _PendingAdd:
+    __slots__ = ("entry_id", "data", "length", "sent_to", "acked", "ack_count", "callback", "error", "completed")
+
+    def __init__(self, entry_id: int, data: bytes, length: int, callback: AddCallback | None) -> None:
         self.entry_id = entry_id
         self.data = data  # packed once, shared by every bookie of the write set
         self.length = length  # cumulative ledger length including this entry
@@ -89,20 +96,37 @@ class _PendingAdd:
         self.sent_to: list[str] | None = None
         self.acked = 0  # bit mask of ensemble indices that acked
         self.ack_count = 0
-        self.task: trio.lowlevel.Task | None = None  # the add_entry caller parked on it
+        self.callback = callback
         self.error: BKError | None = None
         self.completed = False
 
-    def abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        self.task = None  # the caller was cancelled; the add itself stays in flight
-        return trio.lowlevel.Abort.SUCCEEDED
-
     def finish(self) -> None:
         self.completed = True
-        task = self.task
-        if task is not None:
-            self.task = None
-            trio.lowlevel.reschedule(task)
+        cb = self.callback
+        if cb is not None:
+            self.callback = None
+            err = self.error
+            cb(-1 if err is not None else self.entry_id, err)
+
+
+class _QueuedAdd:
+    """An add waiting for a window slot (its entry id is taken when it gets one, in order)."""
+
+    __slots__ = ("payload", "callback", "alive")
+
+    def __init__(self, payload: bytes, callback: AddCallback) -> None:
+        self.payload = payload
+        self.callback = callback
+        self.alive = True  # False: its caller was cancelled before it got a slot
+
+
+class _SlotWaiter:
+    """Recovery's turn for a window slot: a parked task, counted in when woken."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task: trio.lowlevel.Task | None = task
 
 
 class LedgerHandle:
@@ -130,14 +154,12 @@ class LedgerHandle:
         self._timeout_s = ctx.config.add_entry_timeout_s
         self._conns: dict[str, "BookieConnection | LocalBookieConnection"] = {}  # the pool's connections, looked up once
         self._pending: collections.deque[_PendingAdd] = collections.deque()
-        # Window of adds in flight: a counter; callers park only when it is full. A freed slot
-        # is handed to the oldest parked caller, one at a time (trio may resume several woken
-        # tasks in any order): the next is woken once the previous took its entry id, and
-        # newcomers queue behind a hand-off in progress. Ids stay in call order.
+        # Window of adds in flight: a counter, and a FIFO of adds (and recovery's parked task)
+        # waiting for a slot only while it is full. A freed slot goes to the oldest waiter at
+        # once (a queued add takes its entry id then), so ids stay in call order.
         self._throttle = max(1, ctx.config.throttle)
         self._in_flight = 0
-        self._window_lot = trio.lowlevel.ParkingLot()
-        self._handoff = False
+        self._waiting: collections.deque[_QueuedAdd | _SlotWaiter] = collections.deque()
         self._failed_bookies: dict[int, str] = {}
         # Bookies that failed this handle are never chosen again as its replacements: that
         # bounds ensemble-change churn when bookies are down (then BKNotEnoughBookiesError).
@@ -173,70 +195,94 @@ class LedgerHandle:
     # -- add ---------------------------------------------------------------------------------
 
     def _check_writable(self) -> None:
+        err = self._writable_error()
+        if err is not None:
+            raise err
+
+    def _writable_error(self) -> BKError | None:
         if not self._writable:
-            raise BKIllegalOpError(f"ledger {self.ledger_id} was opened read-only")
+            return BKIllegalOpError(f"ledger {self.ledger_id} was opened read-only")
         if self._error is not None:
-            raise type(self._error)(str(self._error))
+            return type(self._error)(str(self._error))
         if self._closing or self._closed:
-            raise BKLedgerClosedError(f"ledger {self.ledger_id} is closed")
+            return BKLedgerClosedError(f"ledger {self.ledger_id} is closed")
+        return None
 
     async def add_entry(self, data: bytes) -> int:
-        """Append ``data``; returns its entry id once it and all earlier entries are AQ-acked."""
+        """Append ``data``; returns its entry id once it and all earlier entries are AQ-acked.
+
+        The call-order rule: the entry takes its place (its id, or its place in the window's
+        queue) synchronously, before the first checkpoint, so ids follow the order calls began."""
+        waiter: ParkedCaller[int] = ParkedCaller(trio.lowlevel.current_task())
+        waiter.queued = self._add(data, waiter.done)
+        return await waiter.wait()
+
+    def async_add_entry(self, data: bytes, callback: AddCallback) -> None:
+        """Append ``data``; ``callback(entry_id, error)`` tells the outcome (the hot path: no
+        task, no await). The id is taken in call order, as with ``add_entry``; raises BKError
+        at once if the handle cannot write."""
+        self._add(data, callback)
+
+    def _add(self, data: bytes, callback: AddCallback) -> _QueuedAdd | None:
         self._check_writable()
-        # No checkpoint before _push when the window has room: the entry id is taken
-        # synchronously, so ids follow call order (contract; the managed ledger relies on it).
-        if self._in_flight < self._throttle and not self._window_lot and not self._handoff:
+        if self._in_flight < self._throttle and not self._waiting:
             self._in_flight += 1
-            op = self._push(data)
-        else:
-            await self._wait_for_slot()
-            try:
-                self._check_writable()
-            except BKError:
-                self._release_slots(1)
-                raise
-            try:
-                op = self._push(data)
-            finally:
-                self._wake_next_waiter()  # the next queued caller, now that our id is taken
-        if op.completed:  # failed synchronously (client closed): still a checkpoint
-            await trio.lowlevel.checkpoint()
-        else:
-            op.task = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(op.abort)
-        if op.error is not None:
-            raise op.error
-        return op.entry_id
+            self._push(data, callback)
+            return None
+        q = _QueuedAdd(data, callback)
+        self._waiting.append(q)
+        return q
 
     def _try_slot(self) -> bool:
         """Take a window slot if one is free and nobody is queued for one."""
-        if self._in_flight < self._throttle and not self._window_lot and not self._handoff:
+        if self._in_flight < self._throttle and not self._waiting:
             self._in_flight += 1
             return True
         return False
 
     async def _wait_for_slot(self) -> None:
-        """Queue for a window slot; the caller then pushes and calls _wake_next_waiter()."""
-        await self._window_lot.park()
-        self._handoff = False  # the slot was counted for us when we were woken
+        """Queue for a window slot (recovery); it is counted for us when we are woken."""
+        w = _SlotWaiter(trio.lowlevel.current_task())
 
-    def _wake_next_waiter(self) -> None:
-        if not self._handoff and self._in_flight < self._throttle and self._window_lot:
-            self._handoff = True
+        def abort(_: object) -> trio.lowlevel.Abort:
+            w.task = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        self._waiting.append(w)
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _admit(self) -> None:
+        """Hand free window slots to the waiters, oldest first."""
+        waiting = self._waiting
+        while waiting and self._in_flight < self._throttle:
+            w = waiting.popleft()
+            if isinstance(w, _SlotWaiter):
+                if w.task is not None:
+                    self._in_flight += 1
+                    task, w.task = w.task, None
+                    trio.lowlevel.reschedule(task)
+                continue
+            if not w.alive:
+                continue
+            w.alive = False
+            err = self._writable_error()
+            if err is not None:
+                w.callback(-1, err)
+                continue
             self._in_flight += 1
-            self._window_lot.unpark()
+            self._push(w.payload, w.callback)
 
     def _release_slots(self, n: int) -> None:
         self._in_flight -= n
-        if self._window_lot:
-            self._wake_next_waiter()
+        if self._waiting:
+            self._admit()
 
-    def _push(self, payload: bytes) -> _PendingAdd:
+    def _push(self, payload: bytes, callback: AddCallback) -> _PendingAdd:
         eid = self._next_entry_id
         self._next_entry_id = eid + 1
         self._pushed_length += len(payload)
         packed = entry_format.pack_entry(self.ledger_id, eid, self._lac, self._pushed_length, payload)
-        return self._enqueue(_PendingAdd(eid, packed, self._pushed_length))
+        return self._enqueue(_PendingAdd(eid, packed, self._pushed_length, callback))
 
     def _push_packed(self, entry_id: int, packed: bytes, length: int) -> _PendingAdd:
         """Recovery: re-add an entry read back, byte for byte, under its original id."""
@@ -244,7 +290,7 @@ class LedgerHandle:
             raise BKIllegalOpError(f"recovery add of {entry_id} but next entry is {self._next_entry_id}")
         self._next_entry_id = entry_id + 1
         self._pushed_length = length
-        return self._enqueue(_PendingAdd(entry_id, packed, length))
+        return self._enqueue(_PendingAdd(entry_id, packed, length, None))
 
     def _enqueue(self, op: _PendingAdd) -> _PendingAdd:
         self._pending.append(op)
@@ -313,7 +359,7 @@ class LedgerHandle:
         for op in pending:
             op.error = error
             op.finish()
-        self._release_slots(len(pending))
+        self._release_slots(len(pending))  # queued adds fail in call order, after these
         # wake parked callers: they find the handle failed (and their slot handed over)
         self._lac_advanced.set()
 

@@ -57,6 +57,11 @@ class _Replies:
     def send(self, frame: bytes) -> None:
         self._conn._reply(frame)
 
+    def adds_done(self, request_ids: list[int], status: int) -> None:
+        """Adds answered by the journal's group commit: no reply frame is encoded, let alone
+        decoded (the processor's fast path for in-process sinks)."""
+        self._conn._adds_done(request_ids, status)
+
 
 class LocalBookieConnection:
     """Same interface as ``BookieConnection`` (``send``, ``send_add``, ``close``,
@@ -80,6 +85,7 @@ class LocalBookieConnection:
         self._pending: dict[int, tuple[Callback, float]] = {}
         self._backlog: collections.deque[Request] = collections.deque()
         self._deferred: list[bytes] = []
+        self._deferred_adds: list[tuple[list[int], int]] = []
         self._submitting = False
         self._busy = False  # the worker is handling backlog requests (later ones queue)
         self._wake = trio.Event()
@@ -114,6 +120,7 @@ class LocalBookieConnection:
             self._cancel.cancel()
         self._backlog.clear()
         self._deferred.clear()
+        self._deferred_adds.clear()
         pending, self._pending = self._pending, {}
         for callback, _deadline in pending.values():
             self._complete(callback, CLIENT_CONNECTION_LOST, None)
@@ -145,6 +152,19 @@ class LocalBookieConnection:
             self._wake.set()
             return
         self._deliver(frame)
+
+    def _adds_done(self, request_ids: list[int], status: int) -> None:
+        if self._closed:
+            return
+        if self._submitting:  # never from the journal's group commit; kept for safety
+            self._deferred_adds.append((request_ids, status))
+            self._wake.set()
+            return
+        pending = self._pending
+        for rid in request_ids:
+            p = pending.pop(rid, None)
+            if p is not None:  # else: it already timed out
+                self._complete(p[0], status, None)
 
     def _deliver(self, frame: bytes) -> None:
         try:
@@ -179,10 +199,7 @@ class LocalBookieConnection:
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            if self._deferred:
-                deferred, self._deferred = self._deferred, []
-                for frame in deferred:
-                    self._deliver(frame)
+            self._deliver_deferred()
             backlog = self._backlog
             self._busy = bool(backlog)
             try:
@@ -195,12 +212,19 @@ class LocalBookieConnection:
                         self._submitting = False
                     if not handled:
                         await processor.handle_slow(req, sink, nursery)
-                    if self._deferred:
-                        deferred, self._deferred = self._deferred, []
-                        for frame in deferred:
-                            self._deliver(frame)
+                    self._deliver_deferred()
             finally:
                 self._busy = False
+
+    def _deliver_deferred(self) -> None:
+        if self._deferred:
+            deferred, self._deferred = self._deferred, []
+            for frame in deferred:
+                self._deliver(frame)
+        if self._deferred_adds:
+            adds, self._deferred_adds = self._deferred_adds, []
+            for rids, status in adds:
+                self._adds_done(rids, status)
 
     async def _timeouts(self) -> None:
         """A stuck bookie (e.g. a hung disk) times requests out as over a socket."""

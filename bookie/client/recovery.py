@@ -157,7 +157,6 @@ class LedgerRecoveryOp:
                 await handle._wait_for_slot()
             assert rr.data is not None
             handle._push_packed(eid, rr.data, rr.length)
-            handle._wake_next_waiter()
             self.recovered_entries += 1
             eid += 1
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import trio
 
 from managed_ledger import Entry, ManagedLedgerConfig, Position
-from managed_ledger.errors import CursorNotFoundError, InvalidPositionError, ManagedLedgerClosedError
+from managed_ledger.errors import CursorNotFoundError, InvalidPositionError, ManagedLedgerClosedError, ManagedLedgerError
 
 LEDGER = 1
 
@@ -147,6 +147,20 @@ class MemoryManagedLedger:
         self._added.set()
         self._added = trio.Event()
         return pos
+
+    def async_add_entry(self, data: bytes, callback: Callable[[Position | None, ManagedLedgerError | None], None]) -> None:
+        if self.closed:
+            raise ManagedLedgerClosedError(self.name)
+        self.entries.append(bytes(data))
+        pos = Position(LEDGER, len(self.entries) - 1)
+
+        async def complete() -> None:  # like the real one: the callback comes later
+            await trio.lowlevel.checkpoint()
+            self._added.set()
+            self._added = trio.Event()
+            callback(pos, None)
+
+        trio.lowlevel.spawn_system_task(complete)
 
     async def open_cursor(self, name: str, initial_position: str = "latest") -> MemoryCursor:
         if name not in self.cursors:

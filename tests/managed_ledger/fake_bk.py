@@ -11,11 +11,13 @@ plays the bookies + ledger metadata, and tests can inject add/create failures th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import trio
 
 from bookie.client.errors import (
     BKAddError,
+    BKError,
     BKLedgerClosedError,
     BKLedgerFencedError,
     BKNoSuchEntryError,
@@ -46,6 +48,7 @@ class FakeBookies:
         self.next_id = 1
         self.add_delay = add_delay
         self.fail_creates = 0  # the next n create_ledger calls fail
+        self.create_delay = 0.0  # seconds each create_ledger takes
         self.fail_adds = 0  # the next n adds fail (not fencing)
         self.deleted: list[int] = []
 
@@ -86,7 +89,7 @@ class FakeLedgerHandle:
     def is_closed(self) -> bool:
         return self._closed
 
-    async def add_entry(self, data: bytes) -> int:
+    def _take_id(self) -> tuple[int, bool]:
         # id assigned synchronously, like the real client: call order = entry order
         if self._closed:
             raise BKLedgerClosedError(str(self.ledger_id))
@@ -96,6 +99,26 @@ class FakeLedgerHandle:
         if self._bookies.fail_adds > 0:
             self._bookies.fail_adds -= 1
             fail = True
+        return entry_id, fail
+
+    async def add_entry(self, data: bytes) -> int:
+        entry_id, fail = self._take_id()
+        return await self._complete(entry_id, fail, data)
+
+    def async_add_entry(self, data: bytes, callback: Callable[[int, BKError | None], None]) -> None:
+        entry_id, fail = self._take_id()
+
+        async def complete() -> None:
+            try:
+                eid = await self._complete(entry_id, fail, data)
+            except BKError as e:
+                callback(-1, e)
+            else:
+                callback(eid, None)
+
+        trio.lowlevel.spawn_system_task(complete)
+
+    async def _complete(self, entry_id: int, fail: bool, data: bytes) -> int:
         # Like the real client, an add once pushed completes even if its caller is cancelled.
         with trio.CancelScope(shield=True):
             if self._bookies.add_delay:
@@ -163,7 +186,7 @@ class FakeBookKeeper:
     async def create_ledger(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b"", custom_metadata=None
     ) -> FakeLedgerHandle:
-        await trio.lowlevel.checkpoint()
+        await trio.sleep(self.bookies.create_delay)
         if self.bookies.fail_creates > 0:
             self.bookies.fail_creates -= 1
             raise BKNotEnoughBookiesError("injected create failure")

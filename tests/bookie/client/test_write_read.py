@@ -234,7 +234,7 @@ async def test_ids_follow_call_order_when_the_window_is_full(store, cluster):
                 if i % 7 == 0:
                     await trio.sleep(0.015)
         assert [ids[i] for i in order] == list(range(60))
-        assert lh._in_flight == 0 and not lh._window_lot
+        assert lh._in_flight == 0 and not lh._waiting
         entries = await lh.read(0, 59)
         assert [int(e.data) for e in entries] == order
 

@@ -1,0 +1,135 @@
+"""The outbound side of a connection: one writer task that coalesces queued frames into one send.
+
+Every connection of the project (broker <-> client, bookie server <-> ledger client, ledger
+client -> bookie) queues encoded frames from synchronous code (a journal group commit, a
+dispatch round, an add) and has one writer task send them. ``Outbox.put`` / ``put_many`` only
+append and, when the writer sleeps, wake it (rescheduled directly, no Event per frame); the
+writer takes everything queued since its last send and writes it in one ``send_all``: frames
+below ``join_below`` bytes are joined (one copy of small replies and receipts beats a syscall
+each), larger ones (a batch in a MESSAGE, a range-read reply) go out as they are.
+
+``queued_bytes`` counts what is queued or being sent; ``wait_below(n)`` lets a reader stop
+taking requests while its peer does not read its replies (backpressure). ``run`` ends with
+:class:`OutboxStalled` if one send does not complete within ``stall_timeout``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Awaitable, Callable
+
+import trio
+
+JOIN_BELOW = 64 * 1024  # frames at least this large are sent without a join copy
+
+
+class OutboxStalled(Exception):
+    """The peer did not take a send for ``stall_timeout`` seconds."""
+
+
+class Outbox:
+    __slots__ = ("_frames", "queued_bytes", "_writer", "_sending", "_waiters", "closed", "join_below")
+
+    def __init__(self, join_below: int = JOIN_BELOW) -> None:
+        self._frames: list[bytes] = []
+        self.queued_bytes = 0
+        self._writer: trio.lowlevel.Task | None = None  # parked, waiting for frames
+        self._sending = False
+        self._waiters: list[tuple[int, trio.Event]] = []  # wait_below callers
+        self.closed = False
+        self.join_below = join_below
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing being sent."""
+        return not self._frames and not self._sending
+
+    def put(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        self._frames.append(frame)
+        self.queued_bytes += len(frame)
+        self._wake()
+
+    def put_many(self, frames: list[bytes], nbytes: int = -1) -> None:
+        if self.closed:
+            return
+        self._frames += frames
+        self.queued_bytes += sum(map(len, frames)) if nbytes < 0 else nbytes
+        self._wake()
+
+    def _wake(self) -> None:
+        task = self._writer
+        if task is not None:
+            self._writer = None
+            trio.lowlevel.reschedule(task)
+
+    async def wait_below(self, limit: int) -> None:
+        """Return once at most ``limit`` bytes are queued (or the outbox closed)."""
+        while self.queued_bytes > limit and not self.closed:
+            ev = trio.Event()
+            self._waiters.append((limit, ev))
+            await ev.wait()
+
+    def _sent(self, n: int) -> None:
+        self.queued_bytes -= n
+        if self._waiters:
+            left = []
+            for limit, ev in self._waiters:
+                if self.queued_bytes <= limit:
+                    ev.set()
+                else:
+                    left.append((limit, ev))
+            self._waiters = left
+
+    def close(self) -> None:
+        """Drop what is queued and release every waiter (the peer is gone)."""
+        self.closed = True
+        self._frames = []
+        self.queued_bytes = 0
+        for _limit, ev in self._waiters:
+            ev.set()
+        self._waiters = []
+        self._wake()
+
+    def _abort_wait(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        self._writer = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def run(self, send_all: Callable[[bytes], Awaitable[object]], stall_timeout: float = math.inf) -> None:
+        """The writer loop, until cancelled or closed; raises OutboxStalled on a stuck peer."""
+        join_below = self.join_below
+        while not self.closed:
+            if not self._frames:
+                self._writer = trio.lowlevel.current_task()
+                await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+                continue
+            out, self._frames = self._frames, []
+            self._sending = True
+            try:
+                if len(out) == 1:
+                    chunks = out
+                else:
+                    chunks = []
+                    small: list[bytes] = []
+                    for frame in out:
+                        if len(frame) < join_below:
+                            small.append(frame)
+                            continue
+                        if small:
+                            chunks.append(b"".join(small) if len(small) > 1 else small[0])
+                            small = []
+                        chunks.append(frame)
+                    if small:
+                        chunks.append(b"".join(small) if len(small) > 1 else small[0])
+                for chunk in chunks:
+                    if stall_timeout == math.inf:
+                        await send_all(chunk)
+                    else:
+                        with trio.move_on_after(stall_timeout) as timer:
+                            await send_all(chunk)
+                        if timer.cancelled_caught:
+                            raise OutboxStalled(f"a send was not taken for {stall_timeout:.0f} s")
+                    self._sent(len(chunk))
+            finally:
+                self._sending = False
