@@ -39,8 +39,8 @@ def _handle(lac: int, ops: list[_Op], error: Exception | None = None) -> LedgerH
     """The acknowledgement bookkeeping of a handle, without bookies (only _complete_in_order runs)."""
     h = LedgerHandle.__new__(LedgerHandle)
     for k, v in dict(_changing_ensemble=False, _ack_quorum=2, _pending=collections.deque(ops), _lac=lac,
-                     _error=error, ledger_id=7, _in_flight=len(ops), _window_lot=None,
-                     _handoff=False, _lac_advanced=trio.Event(), _length=0).items():
+                     _error=error, ledger_id=7, _in_flight=len(ops), _waiting=collections.deque(),
+                     _lac_advanced=trio.Event(), _length=0).items():
         object.__setattr__(h, k, v)
     return h
 
