@@ -147,12 +147,15 @@ class PersistentTopic:
         if hasattr(self.ml, "set_config"):
             # retention applies at the next trim, persistence (E/WQ/AQ) to the next ledger
             cfg = self.service.ml_config(policies)
+            wanted = {k: getattr(cfg, k) for k in ("retention_time_minutes", "retention_size_mb", "ensemble_size",
+                                                   "write_quorum", "ack_quorum", "throttle_mark_delete")}
+            current = getattr(self.ml, "config", None)
+            # only a real change: set_config schedules a trim, and a topic being loaded must not
+            # trim before its first rollover (the ledger it was opened with was set up from cfg)
+            changes = {k: v for k, v in wanted.items() if getattr(current, k, None) != v}
             try:
-                self.ml.set_config(
-                    retention_time_minutes=cfg.retention_time_minutes, retention_size_mb=cfg.retention_size_mb,
-                    ensemble_size=cfg.ensemble_size, write_quorum=cfg.write_quorum, ack_quorum=cfg.ack_quorum,
-                    throttle_mark_delete=cfg.throttle_mark_delete,
-                )
+                if changes:
+                    self.ml.set_config(**changes)
             except (TypeError, ValueError, ManagedLedgerError) as exc:
                 log.warning("cannot apply the policies of %s: %r", self.name, exc)
 
