@@ -374,6 +374,42 @@ class AdminApi:
         await self.service.unload_bundle(ns, bundle)
         return None
 
+    # -- load manager: bundles, split, load report -----------------------------------------
+
+    @_wrap
+    async def namespace_bundles(self, request: Request) -> Any:
+        """BundlesData: ``{"boundaries": [...], "numBundles": n}``."""
+        policies = await self.ns.get_policies(self._namespace(request))
+        return {"boundaries": policies["bundles"]["boundaries"], "numBundles": len(policies["bundles"]["boundaries"]) - 1}
+
+    @_wrap
+    async def split_bundle(self, request: Request) -> Any:
+        """Split a bundle at its midpoint on its owner (307 there; an unowned bundle is
+        acquired here first); ``unload=true`` unloads the halves so lookups place them."""
+        ns = self._namespace(request)
+        bundle = request.path_params["bundle"]
+        policies = await self.ns.get_policies(ns)
+        if bundle not in bundles(policies["bundles"]["boundaries"]):
+            raise NamespaceNotFoundError(f"Bundle {ns}/{bundle} does not exist")
+        own = self.service.ownership
+        assert own is not None
+        path = own.bundle_path(ns, bundle)
+        if path not in own.owned:
+            owner = await own.bundle_owner_or_acquire(ns, bundle)
+            if not own.is_mine(owner):
+                assert owner is not None
+                target = owner["httpUrl"].rstrip("/") + request.url.path
+                if request.url.query:
+                    target += "?" + request.url.query
+                return RedirectResponse(target, status_code=307)
+        await self.service.load_manager.split(ns, bundle, unload=_flag(request, "unload"))
+        return None
+
+    @_wrap
+    async def load_report(self, request: Request) -> Any:
+        """This broker's load report (LocalBrokerData), fresh."""
+        return await self.service.load_manager.local_report()
+
     # -- topics ----------------------------------------------------------------------------
 
     @_wrap
@@ -623,13 +659,16 @@ class AdminApi:
     @_wrap
     async def lookup(self, request: Request) -> Any:
         name = self._topic(request)
-        url, redirect = await self.service.lookup(name)
-        http = self.service.web_url
-        if redirect:
-            policies = await self.ns.get_policies(name.namespace_name)
-            assert self.service.ownership is not None
-            owner = await self.service.ownership.owner(name, policies["bundles"]["boundaries"])
-            http = (owner or {}).get("httpUrl", http)
+        owner = await self.service.lookup_owner(name, authoritative=_flag(request, "authoritative"))
+        assert self.service.ownership is not None
+        if owner is None or self.service.ownership.is_mine(owner):
+            url, http = self.service.service_url, self.service.web_url
+        elif owner.get("assigned"):
+            # The load manager placed the unowned bundle on another broker: that one acquires it.
+            target = owner["httpUrl"].rstrip("/") + request.url.path + "?authoritative=true"
+            return RedirectResponse(target, status_code=307)
+        else:
+            url, http = owner["nativeUrl"], owner.get("httpUrl", "")
         return {"brokerUrl": url, "brokerUrlTls": "", "httpUrl": http, "httpUrlTls": "", "nativeUrl": url}
 
     @_wrap
@@ -742,6 +781,14 @@ ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     ("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", "lookup", ["GET"]),
     ("/metrics", "metrics", ["GET"]),
     ("/metrics/", "metrics", ["GET"]),
+]
+
+# Load manager (broker/load_manager.py): bundles, split, load report. (The bundle unload
+# route above is older.) Kept as one block.
+ROUTE_TABLE += [
+    (_NS + "/bundles", "namespace_bundles", ["GET"]),
+    (_NS + "/{bundle}/split", "split_bundle", ["PUT"]),
+    ("/admin/v2/broker-stats/load-report", "load_report", ["GET"]),
 ]
 
 

@@ -264,7 +264,7 @@ class PersistentTopic:
 
     async def publish(self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None]) -> None:
         """Persist one SEND; the receipt goes out (in order) when it is stored."""
-        if self.closed or self.fenced:
+        if self.closed or self.fenced or not self.service.session_fresh():
             producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is closing"))
             on_done()
             return
