@@ -47,7 +47,7 @@ from managed_ledger.errors import (
     ManagedLedgerNotFoundError,
 )
 from managed_ledger.interfaces import ManagedLedgerFactoryView, ManagedLedgerView
-from metadata.errors import MetadataError
+from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
 from quire.config import naming_the_port
 
@@ -68,6 +68,7 @@ class BrokerService:
         self.metrics.attach(self)
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, trio.Event] = {}
+        self._watched_namespaces: set[NamespaceName] = set()
         self._nursery: trio.Nursery | None = None
         self._producer_ids = itertools.count()
         self.port = config.broker_service_port
@@ -375,6 +376,7 @@ class BrokerService:
             await topic.close(disconnect_clients=False)
             raise
         self.topics[str(name)] = topic
+        self.watch_policies(ns)
         log.info("loaded topic %s", name)
         return topic
 
@@ -460,6 +462,34 @@ class BrokerService:
         for topic in list(self.topics.values()):
             if topic.name.namespace_name == ns:
                 await topic.apply_policies(policies)
+
+    def watch_policies(self, ns: NamespaceName) -> None:
+        """Apply every later change of ``ns``'s policies (made through any broker) to this
+        broker's topics of it: a watch on the policies node, set again at each change."""
+        if ns not in self._watched_namespaces:
+            self._watched_namespaces.add(ns)
+            self.spawn(self._policies_watch, ns)
+
+    async def _policies_watch(self, ns: NamespaceName) -> None:
+        changed = trio.Event()
+        while True:
+            if not any(t.name.namespace_name == ns for t in self.topics.values()):
+                self._watched_namespaces.discard(ns)  # no topic of it here: stop watching
+                return
+            try:
+                await self.store.get(f"/admin/policies/{ns}", watch=lambda _event: changed.set())
+            except MetadataError as exc:
+                if isinstance(exc, NotFoundError):  # the namespace is gone
+                    self._watched_namespaces.discard(ns)
+                    return
+                await trio.sleep(1)  # store unavailable: try again
+                continue
+            await changed.wait()
+            changed = trio.Event()
+            try:
+                await self.on_policies_changed(ns)
+            except (BrokerError, ManagedLedgerError, MetadataError) as exc:
+                log.warning("applying the new policies of %s failed: %r", ns, exc)
 
     # -- bootstrap -------------------------------------------------------------------------
 

@@ -120,3 +120,46 @@ def test_a_hot_bundle_splits_and_part_of_it_moves(quire_procs: QuireProcesses, z
         assert after["numBundles"] >= len(bounds) and bundle not in {f"{a}_{b}" for a, b in zip(after["boundaries"], after["boundaries"][1:])}
     finally:
         client.close()
+
+
+def test_a_new_broker_takes_load_from_an_overloaded_one(quire_procs: QuireProcesses, zk_url: str,
+                                                        tmp_path: Path) -> None:
+    """Threshold shedder: one broker carries 8 busy bundles; a second one starts and, within a
+    few shedding rounds, serves some of them (the leader unloads the overloaded broker's
+    busiest bundles; their next lookups place them on the idle broker). A tiny assumed NIC
+    speed makes this modest traffic count as high bandwidth usage."""
+    for i in range(2):
+        start_bookie(quire_procs, zk_url, tmp_path, i)
+    shed = ("--set", "load_balancer_shedding_interval_minutes=0.03",  # every 1.8 s
+            "--set", "load_balancer_override_broker_nic_speed_gbps=0.0001",
+            "--set", "load_balancer_history_resource_percentage=0.5",
+            "--set", "load_balancer_auto_bundle_split_enabled=false")
+    p1, w1 = start_broker(quire_procs, zk_url, 30000, *FAST, *shed)
+    http = httpx.Client(timeout=60)
+    assert http.put(f"http://127.0.0.1:{w1}/admin/v2/namespaces/public/busy",
+                    json={"bundles": {"numBundles": 8}}).status_code == 204
+    bounds = http.get(f"http://127.0.0.1:{w1}/admin/v2/namespaces/public/busy/bundles").json()["boundaries"]
+    topics = list(_topics_per_bundle("public/busy", bounds).values())
+    client = new_client(f"pulsar://127.0.0.1:{p1}", operation_timeout_seconds=60)
+    try:
+        producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0) for t in topics]
+        payload = b"x" * 1024
+        for _ in range(10):
+            for p in producers:
+                p.send(payload)
+        p2, w2 = start_broker(quire_procs, zk_url, 30000, *FAST, *shed)
+        deadline = time.monotonic() + 90
+        while True:
+            for p in producers:
+                p.send_async(payload, lambda *_: None)
+            time.sleep(0.05)
+            owners = Counter(http.get(f"http://127.0.0.1:{w1}/lookup/v2/topic/persistent/public/busy/{t.rsplit('/', 1)[1]}",
+                                      follow_redirects=True).json()["brokerUrl"] for t in topics)
+            if owners[f"pulsar://127.0.0.1:{p2}"] >= 1:
+                break
+            assert time.monotonic() < deadline, f"the new broker took no bundle: {owners}"
+        for p in producers:
+            p.flush()
+            p.send(b"last")  # every producer carries on, wherever its topic went
+    finally:
+        client.close()
