@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -139,7 +140,12 @@ def kill_trials(root: Path, session_ms: int, trials: int) -> tuple[list[float], 
             assert zk.exists(node)
             t0 = time.monotonic()
             proc.kill()
-            while zk.exists(node) and (data := zk.get(node)[0]) and f":{port}".encode() in data:
+            while True:  # until the dead owner's node is gone (or already replaced)
+                try:
+                    if f":{port}".encode() not in zk.get(node)[0]:
+                        break
+                except NoNodeError:
+                    break
                 time.sleep(0.01)
             gone = time.monotonic() - t0
             out.append(round(pub.first_ack_after(t0), 3))

@@ -357,13 +357,18 @@ class AdminApi:
                     raise ForwardedError(r.status_code, f"unloading {ns}/{bundle}: {r.text}")
         return None
 
-    @_wrap
-    async def unload_bundle(self, request: Request) -> Any:
+    async def _bundle(self, request: Request) -> tuple[NamespaceName, str]:
+        """The namespace and bundle of the path; 404 for a bundle the namespace does not have."""
         ns = self._namespace(request)
         bundle = request.path_params["bundle"]
         policies = await self.ns.get_policies(ns)
         if bundle not in bundles(policies["bundles"]["boundaries"]):
             raise NamespaceNotFoundError(f"Bundle {ns}/{bundle} does not exist")
+        return ns, bundle
+
+    @_wrap
+    async def unload_bundle(self, request: Request) -> Any:
+        ns, bundle = await self._bundle(request)
         own = self.service.ownership
         assert own is not None
         owner = await own.bundle_owner(ns, bundle)
@@ -386,11 +391,7 @@ class AdminApi:
     async def split_bundle(self, request: Request) -> Any:
         """Split a bundle at its midpoint on its owner (307 there; an unowned bundle is
         acquired here first); ``unload=true`` unloads the halves so lookups place them."""
-        ns = self._namespace(request)
-        bundle = request.path_params["bundle"]
-        policies = await self.ns.get_policies(ns)
-        if bundle not in bundles(policies["bundles"]["boundaries"]):
-            raise NamespaceNotFoundError(f"Bundle {ns}/{bundle} does not exist")
+        ns, bundle = await self._bundle(request)
         own = self.service.ownership
         assert own is not None
         path = own.bundle_path(ns, bundle)
