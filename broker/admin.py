@@ -45,7 +45,9 @@ from broker.policies import (
     parse_deduplication,
     parse_message_id,
     parse_message_ttl,
+    parse_backlog_quota_map,
     parse_num_partitions,
+    parse_persistence,
     parse_retention,
     query_flag,
     string_list_field,
@@ -377,6 +379,30 @@ class AdminApi:
         if not own.is_mine(owner):
             return RedirectResponse(owner["httpUrl"].rstrip("/") + request.url.path, status_code=307)
         await self.service.unload_bundle(ns, bundle)
+        return None
+
+    # -- persistence and backlog quota policies ---------------------------------------------
+
+    @_wrap
+    async def persistence(self, request: Request) -> Any:
+        return await self._policy(request, "persistence", parse_persistence)
+
+    @_wrap
+    async def backlog_quota_map(self, request: Request) -> Any:
+        return (await self.ns.get_policies(self._namespace(request))).get("backlog_quota_map") or {}
+
+    @_wrap
+    async def backlog_quota(self, request: Request) -> Any:
+        """POST a BacklogQuota (or DELETE it) for ``backlogQuotaType`` (destination_storage)."""
+        ns = self._namespace(request)
+        kind = request.query_params.get("backlogQuotaType", "destination_storage")
+        current = dict((await self.ns.get_policies(ns)).get("backlog_quota_map") or {})
+        if request.method == "DELETE":
+            current.pop(kind, None)
+        else:
+            current.update(parse_backlog_quota_map({kind: await _body(request)}))
+        await self.ns.set_policy(ns, "backlog_quota_map", current or None)
+        await self.service.on_policies_changed(ns)
         return None
 
     # -- load manager: bundles, split, load report -----------------------------------------
@@ -790,6 +816,13 @@ ROUTE_TABLE += [
     (_NS + "/bundles", "namespace_bundles", ["GET"]),
     (_NS + "/{bundle}/split", "split_bundle", ["PUT"]),
     ("/admin/v2/broker-stats/load-report", "load_report", ["GET"]),
+]
+
+# Namespace persistence and backlog-quota policies (issue 14, item 3). Kept as one block.
+ROUTE_TABLE += [
+    (_NS + "/persistence", "persistence", ["GET", "POST", "DELETE"]),
+    (_NS + "/backlogQuotaMap", "backlog_quota_map", ["GET"]),
+    (_NS + "/backlogQuota", "backlog_quota", ["POST", "DELETE"]),
 ]
 
 

@@ -123,6 +123,8 @@ class BrokerService:
                 nursery.start_soon(self._housekeeping)
                 nursery.start_soon(self._update_stats)
                 nursery.start_soon(self.load_manager.run)
+                if self.config.backlog_quota_check_enabled:
+                    nursery.start_soon(self._backlog_quota_check)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -251,6 +253,15 @@ class BrokerService:
                     # e.g. an entry stored before SENDs were validated: this topic is skipped,
                     # the others and the broker go on.
                     log.exception("message expiry on %s failed unexpectedly", topic.name)
+
+    async def _backlog_quota_check(self) -> None:
+        while True:
+            await trio.sleep(max(0.1, self.config.backlog_quota_check_interval_in_seconds))
+            for topic in list(self.topics.values()):
+                try:
+                    await topic.enforce_backlog_quota()
+                except (BrokerError, ManagedLedgerError) as exc:
+                    log.warning("backlog quota check on %s failed: %r", topic.name, exc)
 
     async def expire_messages(self, topic: PersistentTopic) -> None:
         ttl = topic.policies.get("message_ttl_in_seconds")

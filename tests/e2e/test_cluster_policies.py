@@ -45,5 +45,20 @@ def test_a_policy_change_on_one_broker_reaches_a_topic_owned_by_another(
             assert time.monotonic() - changed < 10
             time.sleep(0.1)
         producer.send(b"y")
+        # persistence and backlog quota policies, set through the other broker
+        base = f"http://127.0.0.1:{other_web}/admin/v2/namespaces/public/pol"
+        persistence = {"bookkeeperEnsemble": 2, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 1,
+                       "managedLedgerMaxMarkDeleteRate": 0.0}
+        assert http.post(base + "/persistence", json=persistence).status_code == 204
+        assert http.post(base + "/persistence", json={**persistence, "bookkeeperAckQuorum": 3}).status_code == 412
+        owner_base = f"http://127.0.0.1:{owner_web}/admin/v2/namespaces/public/pol"
+        assert http.get(owner_base + "/persistence").json() == persistence
+        quota = {"limitSize": 1 << 30, "limitTime": -1, "policy": "producer_exception"}
+        assert http.post(base + "/backlogQuota", json=quota).status_code == 204
+        assert http.post(base + "/backlogQuota", json={**quota, "policy": "nope"}).status_code == 400
+        assert http.get(owner_base + "/backlogQuotaMap").json() == {"destination_storage": quota}
+        assert http.delete(base + "/backlogQuota").status_code == 204
+        assert http.get(owner_base + "/backlogQuotaMap").json() == {}
+        producer.send(b"z")
     finally:
         client.close()
