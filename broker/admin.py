@@ -773,6 +773,20 @@ async def _forward(http: Any, request: Request, owner: dict[str, Any], partition
 _NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 _TP = "/admin/v2/{domain:str}/{tenant}/{namespace}/{topic}"
 _SUB = _TP + "/subscription/{subscription}"
+# Load manager (broker/load_manager.py): bundles, split, load report. (The bundle unload
+# route is older, in ROUTE_TABLE.) Kept as one block; spliced in before the topic routes,
+# which would otherwise take /admin/v2/namespaces/... for a topic path.
+LOAD_MANAGER_ROUTES: list[tuple[str, str, list[str]]] = [
+    (_NS + "/bundles", "namespace_bundles", ["GET"]),
+    (_NS + "/{bundle}/split", "split_bundle", ["PUT"]),
+    ("/admin/v2/broker-stats/load-report", "load_report", ["GET"]),
+]
+# Namespace persistence and backlog-quota policies (issue 14, item 3). Kept as one block.
+NAMESPACE_POLICY_ROUTES: list[tuple[str, str, list[str]]] = [
+    (_NS + "/persistence", "persistence", ["GET", "POST", "DELETE"]),
+    (_NS + "/backlogQuotaMap", "backlog_quota_map", ["GET"]),
+    (_NS + "/backlogQuota", "backlog_quota", ["POST", "DELETE"]),
+]
 # (path, AdminApi handler, methods): the whole admin surface (the fuzz test walks it too).
 ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     ("/admin/v2/clusters", "clusters", ["GET"]),
@@ -790,6 +804,8 @@ ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     (_NS + "/autoTopicCreation", "auto_topic_creation", ["GET", "POST", "DELETE"]),
     (_NS + "/unload", "unload_namespace", ["PUT"]),
     (_NS + "/{bundle}/unload", "unload_bundle", ["PUT"]),
+    *LOAD_MANAGER_ROUTES,
+    *NAMESPACE_POLICY_ROUTES,
     ("/admin/v2/{domain:str}/{tenant}/{namespace}", "topics", ["GET"]),
     ("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", "partitioned_topics", ["GET"]),
     (_TP, "topic", ["PUT", "POST", "DELETE"]),
@@ -808,21 +824,6 @@ ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     ("/lookup/v2/topic/{domain:str}/{tenant}/{namespace}/{topic}", "lookup", ["GET"]),
     ("/metrics", "metrics", ["GET"]),
     ("/metrics/", "metrics", ["GET"]),
-]
-
-# Load manager (broker/load_manager.py): bundles, split, load report. (The bundle unload
-# route above is older.) Kept as one block.
-ROUTE_TABLE += [
-    (_NS + "/bundles", "namespace_bundles", ["GET"]),
-    (_NS + "/{bundle}/split", "split_bundle", ["PUT"]),
-    ("/admin/v2/broker-stats/load-report", "load_report", ["GET"]),
-]
-
-# Namespace persistence and backlog-quota policies (issue 14, item 3). Kept as one block.
-ROUTE_TABLE += [
-    (_NS + "/persistence", "persistence", ["GET", "POST", "DELETE"]),
-    (_NS + "/backlogQuotaMap", "backlog_quota_map", ["GET"]),
-    (_NS + "/backlogQuota", "backlog_quota", ["POST", "DELETE"]),
 ]
 
 

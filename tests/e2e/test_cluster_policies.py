@@ -49,7 +49,8 @@ def test_a_policy_change_on_one_broker_reaches_a_topic_owned_by_another(
         base = f"http://127.0.0.1:{other_web}/admin/v2/namespaces/public/pol"
         persistence = {"bookkeeperEnsemble": 2, "bookkeeperWriteQuorum": 2, "bookkeeperAckQuorum": 1,
                        "managedLedgerMaxMarkDeleteRate": 0.0}
-        assert http.post(base + "/persistence", json=persistence).status_code == 204
+        r = http.post(base + "/persistence", json=persistence)
+        assert r.status_code == 204, r.text
         assert http.post(base + "/persistence", json={**persistence, "bookkeeperAckQuorum": 3}).status_code == 412
         owner_base = f"http://127.0.0.1:{owner_web}/admin/v2/namespaces/public/pol"
         assert http.get(owner_base + "/persistence").json() == persistence
