@@ -45,9 +45,7 @@ from broker.policies import (
     parse_deduplication,
     parse_message_id,
     parse_message_ttl,
-    parse_backlog_quota_map,
     parse_num_partitions,
-    parse_persistence,
     parse_retention,
     query_flag,
     string_list_field,
@@ -379,30 +377,6 @@ class AdminApi:
         if not own.is_mine(owner):
             return RedirectResponse(owner["httpUrl"].rstrip("/") + request.url.path, status_code=307)
         await self.service.unload_bundle(ns, bundle)
-        return None
-
-    # -- persistence and backlog quota policies ---------------------------------------------
-
-    @_wrap
-    async def persistence(self, request: Request) -> Any:
-        return await self._policy(request, "persistence", parse_persistence)
-
-    @_wrap
-    async def backlog_quota_map(self, request: Request) -> Any:
-        return (await self.ns.get_policies(self._namespace(request))).get("backlog_quota_map") or {}
-
-    @_wrap
-    async def backlog_quota(self, request: Request) -> Any:
-        """POST a BacklogQuota (or DELETE it) for ``backlogQuotaType`` (destination_storage)."""
-        ns = self._namespace(request)
-        kind = request.query_params.get("backlogQuotaType", "destination_storage")
-        current = dict((await self.ns.get_policies(ns)).get("backlog_quota_map") or {})
-        if request.method == "DELETE":
-            current.pop(kind, None)
-        else:
-            current.update(parse_backlog_quota_map({kind: await _body(request)}))
-        await self.ns.set_policy(ns, "backlog_quota_map", current or None)
-        await self.service.on_policies_changed(ns)
         return None
 
     # -- load manager: bundles, split, load report -----------------------------------------
@@ -781,12 +755,6 @@ LOAD_MANAGER_ROUTES: list[tuple[str, str, list[str]]] = [
     (_NS + "/{bundle}/split", "split_bundle", ["PUT"]),
     ("/admin/v2/broker-stats/load-report", "load_report", ["GET"]),
 ]
-# Namespace persistence and backlog-quota policies (issue 14, item 3). Kept as one block.
-NAMESPACE_POLICY_ROUTES: list[tuple[str, str, list[str]]] = [
-    (_NS + "/persistence", "persistence", ["GET", "POST", "DELETE"]),
-    (_NS + "/backlogQuotaMap", "backlog_quota_map", ["GET"]),
-    (_NS + "/backlogQuota", "backlog_quota", ["POST", "DELETE"]),
-]
 # (path, AdminApi handler, methods): the whole admin surface (the fuzz test walks it too).
 ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     ("/admin/v2/clusters", "clusters", ["GET"]),
@@ -805,7 +773,6 @@ ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     (_NS + "/unload", "unload_namespace", ["PUT"]),
     (_NS + "/{bundle}/unload", "unload_bundle", ["PUT"]),
     *LOAD_MANAGER_ROUTES,
-    *NAMESPACE_POLICY_ROUTES,
     ("/admin/v2/{domain:str}/{tenant}/{namespace}", "topics", ["GET"]),
     ("/admin/v2/{domain:str}/{tenant}/{namespace}/partitioned", "partitioned_topics", ["GET"]),
     (_TP, "topic", ["PUT", "POST", "DELETE"]),

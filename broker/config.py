@@ -76,12 +76,6 @@ class BrokerConfig:
     managed_ledger_max_entries_per_ledger: int = 50000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
 
-    # Backlog quotas (a namespace's backlog_quota_map overrides the default; -1 = no limit)
-    backlog_quota_check_enabled: bool = True
-    backlog_quota_check_interval_in_seconds: float = 60.0
-    backlog_quota_default_limit_bytes: int = -1
-    backlog_quota_default_retention_policy: str = "producer_request_hold"
-
     # Topic loading: a managed-ledger open that fails (bookies briefly short) is retried with
     # back-off for this long while the broker owns the bundle.
     topic_load_timeout_seconds: float = 60.0
@@ -126,11 +120,10 @@ def managed_ledger_config(config: BrokerConfig, policies: dict[str, Any] | None 
     """The one mapping of broker keys (and a namespace's retention policy) to a managed ledger's
     settings, for every entry point (``quire broker``, ``quire standalone``) and every topic."""
     retention = (policies or {}).get("retention_policies") or {}
-    persistence = (policies or {}).get("persistence") or {}
     return ManagedLedgerConfig(
-        ensemble_size=persistence.get("bookkeeperEnsemble", config.managed_ledger_default_ensemble_size),
-        write_quorum=persistence.get("bookkeeperWriteQuorum", config.managed_ledger_default_write_quorum),
-        ack_quorum=persistence.get("bookkeeperAckQuorum", config.managed_ledger_default_ack_quorum),
+        ensemble_size=config.managed_ledger_default_ensemble_size,
+        write_quorum=config.managed_ledger_default_write_quorum,
+        ack_quorum=config.managed_ledger_default_ack_quorum,
         metadata_ensemble_size=config.managed_ledger_default_ensemble_size,
         metadata_write_quorum=config.managed_ledger_default_write_quorum,
         metadata_ack_quorum=config.managed_ledger_default_ack_quorum,

@@ -88,20 +88,6 @@ class PersistenceError(BrokerError):
     http_status = 500
 
 
-class ProducerBlockedQuotaExceededError(BrokerError):
-    """Backlog quota exceeded, policy ``producer_request_hold``: the client retries (held)."""
-
-    server_error = "ProducerBlockedQuotaExceededError"
-    http_status = 412
-
-
-class ProducerBlockedQuotaExceededException(BrokerError):
-    """Backlog quota exceeded, policy ``producer_exception``: the producer fails."""
-
-    server_error = "ProducerBlockedQuotaExceededException"
-    http_status = 412
-
-
 class ServiceNotReadyError(BrokerError):
     server_error = "ServiceNotReady"
     http_status = 503

@@ -171,46 +171,6 @@ def parse_message_id(value: Any) -> tuple[int, int, int]:
     return ledger, entry, partition
 
 
-BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
-BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
-
-
-def parse_persistence(value: Any) -> dict[str, Any]:
-    """PersistencePolicies: E >= WQ >= AQ >= 1 for the topics' next ledgers."""
-    body = object_field("persistence", value)
-    e = int_field("bookkeeperEnsemble", body.get("bookkeeperEnsemble", 0), 1, 64, precondition_below=1)
-    wq = int_field("bookkeeperWriteQuorum", body.get("bookkeeperWriteQuorum", 0), 1, 64, precondition_below=1)
-    aq = int_field("bookkeeperAckQuorum", body.get("bookkeeperAckQuorum", 0), 1, 64, precondition_below=1)
-    if not e >= wq >= aq:
-        raise PreconditionFailedError("Bookkeeper Ensemble >= WriteQuorum >= AckQuorum")
-    rate = body.get("managedLedgerMaxMarkDeleteRate", 0.0)
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < float("inf"):
-        raise BadRequestError(f"managedLedgerMaxMarkDeleteRate must be a number >= 0, got {describe(rate)}")
-    return {"bookkeeperEnsemble": e, "bookkeeperWriteQuorum": wq, "bookkeeperAckQuorum": aq,
-            "managedLedgerMaxMarkDeleteRate": float(rate)}
-
-
-def parse_backlog_quota(value: Any) -> dict[str, Any]:
-    """BacklogQuota: ``limitSize`` (bytes, -1 = none), ``limitTime`` (s, -1 = none), ``policy``."""
-    body = object_field("backlogQuota", value)
-    size = int_field("limitSize", body.get("limitSize", -1), -1, INT64_MAX, precondition_below=-1)
-    age = int_field("limitTime", body.get("limitTime", -1), -1, INT32_MAX, precondition_below=-1)
-    policy = body.get("policy", "producer_request_hold")
-    if policy not in BACKLOG_QUOTA_POLICIES:
-        raise BadRequestError(f"policy must be one of {', '.join(BACKLOG_QUOTA_POLICIES)}, got {describe(policy)}")
-    return {"limitSize": size, "limitTime": age, "policy": policy}
-
-
-def parse_backlog_quota_map(value: Any) -> dict[str, Any]:
-    body = object_field("backlog_quota_map", value)
-    out = {}
-    for kind, quota in body.items():
-        if kind not in BACKLOG_QUOTA_TYPES:
-            raise BadRequestError(f"backlogQuotaType must be one of {', '.join(BACKLOG_QUOTA_TYPES)}, got {describe(kind)}")
-        out[kind] = parse_backlog_quota(quota)
-    return out
-
-
 # -- whole Policies objects ------------------------------------------------------------------------
 
 # Field of the stored Policies -> validator of a non-null value (null = "not set" for all of them).
@@ -219,8 +179,6 @@ _FIELDS = {
     "retention_policies": parse_retention,
     "message_ttl_in_seconds": parse_message_ttl,
     "deduplicationEnabled": parse_deduplication,
-    "persistence": parse_persistence,
-    "backlog_quota_map": parse_backlog_quota_map,
     "autoTopicCreationOverride": parse_auto_topic_creation,
     "replication_clusters": lambda v: string_list_field("replication_clusters", v),
     "auth_policies": lambda v: object_field("auth_policies", v),

@@ -47,7 +47,7 @@ from managed_ledger.errors import (
     ManagedLedgerNotFoundError,
 )
 from managed_ledger.interfaces import ManagedLedgerFactoryView, ManagedLedgerView
-from metadata.errors import MetadataError, NotFoundError
+from metadata.errors import MetadataError
 from metadata.store import MetadataStore
 from quire.config import naming_the_port
 
@@ -68,7 +68,6 @@ class BrokerService:
         self.metrics.attach(self)
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, trio.Event] = {}
-        self._watched_namespaces: set[NamespaceName] = set()
         self._nursery: trio.Nursery | None = None
         self._producer_ids = itertools.count()
         self.port = config.broker_service_port
@@ -123,8 +122,6 @@ class BrokerService:
                 nursery.start_soon(self._housekeeping)
                 nursery.start_soon(self._update_stats)
                 nursery.start_soon(self.load_manager.run)
-                if self.config.backlog_quota_check_enabled:
-                    nursery.start_soon(self._backlog_quota_check)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
                 task_status.started(self)
                 await trio.sleep_forever()
@@ -254,15 +251,6 @@ class BrokerService:
                     # the others and the broker go on.
                     log.exception("message expiry on %s failed unexpectedly", topic.name)
 
-    async def _backlog_quota_check(self) -> None:
-        while True:
-            await trio.sleep(max(0.1, self.config.backlog_quota_check_interval_in_seconds))
-            for topic in list(self.topics.values()):
-                try:
-                    await topic.enforce_backlog_quota()
-                except (BrokerError, ManagedLedgerError) as exc:
-                    log.warning("backlog quota check on %s failed: %r", topic.name, exc)
-
     async def expire_messages(self, topic: PersistentTopic) -> None:
         ttl = topic.policies.get("message_ttl_in_seconds")
         if ttl is None:
@@ -387,7 +375,6 @@ class BrokerService:
             await topic.close(disconnect_clients=False)
             raise
         self.topics[str(name)] = topic
-        self.watch_policies(ns)
         log.info("loaded topic %s", name)
         return topic
 
@@ -473,34 +460,6 @@ class BrokerService:
         for topic in list(self.topics.values()):
             if topic.name.namespace_name == ns:
                 await topic.apply_policies(policies)
-
-    def watch_policies(self, ns: NamespaceName) -> None:
-        """Apply every later change of ``ns``'s policies (made through any broker) to this
-        broker's topics of it: a watch on the policies node, set again at each change."""
-        if ns not in self._watched_namespaces:
-            self._watched_namespaces.add(ns)
-            self.spawn(self._policies_watch, ns)
-
-    async def _policies_watch(self, ns: NamespaceName) -> None:
-        changed = trio.Event()
-        while True:
-            if not any(t.name.namespace_name == ns for t in self.topics.values()):
-                self._watched_namespaces.discard(ns)  # no topic of it here: stop watching
-                return
-            try:
-                await self.store.get(f"/admin/policies/{ns}", watch=lambda _event: changed.set())
-            except MetadataError as exc:
-                if isinstance(exc, NotFoundError):  # the namespace is gone
-                    self._watched_namespaces.discard(ns)
-                    return
-                await trio.sleep(1)  # store unavailable: try again
-                continue
-            await changed.wait()
-            changed = trio.Event()
-            try:
-                await self.on_policies_changed(ns)
-            except (BrokerError, ManagedLedgerError, MetadataError) as exc:
-                log.warning("applying the new policies of %s failed: %r", ns, exc)
 
     # -- bootstrap -------------------------------------------------------------------------
 

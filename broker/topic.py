@@ -25,8 +25,6 @@ from broker.errors import (
     ConflictError,
     NotAllowedError,
     PersistenceError,
-    ProducerBlockedQuotaExceededError,
-    ProducerBlockedQuotaExceededException,
     ProducerBusyError,
     ProducerFencedError,
     ServiceNotReadyError,
@@ -143,17 +141,6 @@ class PersistentTopic:
 
     async def apply_policies(self, policies: dict[str, Any]) -> None:
         self.policies = policies
-        persistence = policies.get("persistence") or {}
-        quorums = {"ensemble_size": persistence.get("bookkeeperEnsemble", self.config.managed_ledger_default_ensemble_size),
-                   "write_quorum": persistence.get("bookkeeperWriteQuorum", self.config.managed_ledger_default_write_quorum),
-                   "ack_quorum": persistence.get("bookkeeperAckQuorum", self.config.managed_ledger_default_ack_quorum)}
-        ml_config = getattr(self.ml, "config", None)
-        if hasattr(self.ml, "set_config") and any(getattr(ml_config, k, v) != v for k, v in quorums.items()):
-            # the next ledger (rollover) is created with these; the current one keeps its own
-            try:
-                self.ml.set_config(**quorums)
-            except (TypeError, ManagedLedgerError) as exc:
-                log.warning("cannot apply persistence to %s: %r", self.name, exc)
         enabled = policies.get("deduplicationEnabled")
         if enabled is None:
             enabled = self.config.broker_deduplication_enabled
@@ -219,58 +206,12 @@ class PersistentTopic:
         log.warning("topic %s fenced: %r; closing it", self.name, exc)
         self.service.spawn(self.close)
 
-    # -- backlog quota ---------------------------------------------------------------------
-
-    def backlog_quota(self) -> dict[str, Any] | None:
-        """The size quota in force (the namespace's, else the broker default), None if none."""
-        quota = (self.policies.get("backlog_quota_map") or {}).get("destination_storage")
-        if quota is None:
-            quota = {"limitSize": self.config.backlog_quota_default_limit_bytes, "limitTime": -1,
-                     "policy": self.config.backlog_quota_default_retention_policy}
-        return quota if quota.get("limitSize", -1) >= 0 else None
-
-    def backlog_bytes(self) -> int:
-        """The largest durable subscription backlog (estimated bytes), what the quota limits."""
-        return max((s.backlog_size(s.cursor.number_of_entries_in_backlog)
-                    for s in self.subscriptions.values() if s.durable), default=0)
-
-    def quota_exceeded(self) -> dict[str, Any] | None:
-        quota = self.backlog_quota()
-        return quota if quota is not None and self.backlog_bytes() > quota["limitSize"] else None
-
-    async def enforce_backlog_quota(self) -> None:
-        """The periodic check: ``consumer_backlog_eviction`` skips the oldest entries of every
-        subscription over the limit; the producer policies disconnect the producers, whose
-        reconnection is then refused while the backlog stays over the quota."""
-        quota = self.quota_exceeded()
-        if quota is None:
-            return
-        if quota["policy"] == "consumer_backlog_eviction":
-            entries = self.ml.number_of_entries
-            avg = self.ml.total_size / entries if entries else 0
-            for sub in list(self.subscriptions.values()):
-                backlog = sub.cursor.number_of_entries_in_backlog
-                if not sub.durable or sub.backlog_size(backlog) <= quota["limitSize"] or avg <= 0:
-                    continue
-                keep = int(quota["limitSize"] // avg)
-                log.info("backlog quota of %s exceeded: evicting %d entries of %s", self.name, backlog - keep, sub.name)
-                await sub.skip(backlog - keep)
-            return
-        for p in list(self.producers.values()):
-            p.peer.send_close_producer(p.producer_id)
-            self.remove_producer(p)
-
     # -- producers -------------------------------------------------------------------------
 
     async def add_producer(self, producer: Producer, topic_epoch: int | None) -> trio.Event | None:
         """Attach a producer; returns an Event to wait on for WaitForExclusive, else None."""
         if self.closed or self.fenced:
             raise TopicFencedError("Topic is temporarily unavailable")
-        quota = self.quota_exceeded()
-        if quota is not None and quota["policy"] == "producer_exception":
-            raise ProducerBlockedQuotaExceededException(f"Cannot create producer on topic with backlog quota exceeded ({self.name})")
-        if quota is not None and quota["policy"] == "producer_request_hold":
-            raise ProducerBlockedQuotaExceededError(f"Cannot create producer on topic with backlog quota exceeded ({self.name})")
         if producer.name in self.producers:
             raise ProducerBusyError(f"Producer with name '{producer.name}' is already connected to topic")
         mode = producer.access_mode
