@@ -58,6 +58,10 @@ class BookieConfig:
     journal_pre_alloc_size_mb: int = 16
     journal_queue_size: int = 10_000
     journal_max_memory_size_mb: int = 256
+    # Fault injection, for tests only: a sleep added to every durable journal write (a slow
+    # disk), and whether PUT /api/v1/bookie/fault/journal_sync_delay may change it at run time.
+    journal_test_sync_delay_ms: int = 0
+    allow_fault_injection: bool = False
 
     # --- ledger storage (DbLedgerStorage) ------------------------------------------------
     db_storage_write_cache_max_size_mb: int = 64

@@ -42,6 +42,7 @@ _LOCATION = struct.Struct(">QQI")
 RECORD_HEADER = _REC
 IDS = _IDS
 LOCATION = _LOCATION
+_LOCATION_SIZE = _LOCATION.size
 MAX_RECORD_SIZE = 64 * 1024 * 1024
 
 
@@ -154,6 +155,8 @@ def encode_location(loc: Location) -> bytes:
 
 
 def decode_location(data: bytes) -> Location:
+    if len(data) != _LOCATION_SIZE:  # a damaged index value: FormatError, not struct.error
+        raise FormatError(f"entry location must be {_LOCATION_SIZE} bytes, got {len(data)}")
     return Location(*_LOCATION.unpack(data))
 
 

@@ -12,6 +12,8 @@ a run in every ledger dir; ``GET /api/v1/bookie/gc`` -> ``{"is_in_force_gc": "tr
 ``PUT /api/v1/bookie/gc/resume_compaction`` (``{"resumeMajor", "resumeMinor"}``);
 ``GET /api/v1/bookie/entry_logs`` every entry log with its ledgers, usage and age;
 ``GET|PUT /api/v1/bookie/state/readonly`` (``{"readOnly": bool}``) manual read-only mode.
+``GET|PUT /api/v1/bookie/fault/journal_sync_delay`` (``{"delayMs": int}``) a slow journal disk,
+for fault-injection tests; PUT only with ``allow_fault_injection``.
 """
 
 from __future__ import annotations
@@ -147,6 +149,24 @@ def build_app(bookie: "Bookie") -> Starlette:
                 await bookie.registration.register()
         return JSONResponse({"readOnly": st.read_only})
 
+    async def journal_sync_delay(request: Request) -> Response:
+        # A slow disk for fault-injection tests (the chaos harness); refused unless the bookie
+        # was started with allow_fault_injection.
+        cfg = bookie.config
+        if request.method == "PUT":
+            if not cfg.allow_fault_injection:
+                return JSONResponse({"error": "fault injection is disabled (allow_fault_injection=false)"},
+                                    status_code=403)
+            try:
+                body = await _body(request)
+            except ValueError as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            delay = body.get("delayMs")
+            if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 10_000:
+                return JSONResponse({"error": "delayMs must be an integer from 0 to 10000"}, status_code=400)
+            cfg.journal_test_sync_delay_ms = delay
+        return JSONResponse({"delayMs": cfg.journal_test_sync_delay_ms})
+
     async def metrics(_: Request) -> Response:
         bookie.publish_metrics()
         return Response(bookie.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
@@ -161,6 +181,7 @@ def build_app(bookie: "Bookie") -> Starlette:
             Route("/api/v1/bookie/gc/resume_compaction", resume_compaction, methods=["PUT"]),
             Route("/api/v1/bookie/entry_logs", entry_logs),
             Route("/api/v1/bookie/state/readonly", readonly, methods=["GET", "PUT"]),
+            Route("/api/v1/bookie/fault/journal_sync_delay", journal_sync_delay, methods=["GET", "PUT"]),
             Route("/metrics", metrics),
         ]
     )

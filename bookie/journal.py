@@ -368,6 +368,8 @@ class Journal:
         if sync:
             start = f.position
             f.position += write_all_at_durable(f.fd, bufs, f.position)
+            if self.config.journal_test_sync_delay_ms:  # a slow disk, injected by a test
+                time.sleep(self.config.journal_test_sync_delay_ms / 1000)
             if self.config.journal_remove_pages_from_cache:
                 os.posix_fadvise(f.fd, start, f.position - start, os.POSIX_FADV_DONTNEED)
         else:

@@ -23,6 +23,7 @@ from bookie.errors import DiskFullError, is_disk_full
 from bookie.journal import Journal
 from bookie.ledger_storage import LedgerStorage, ledger_dirs_current
 from bookie.log_mark import LogMark
+from quire import invariants
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,10 @@ class SyncThread:
         async with self._lock:
             try:
                 mark = await self.storage.checkpoint(self.journal)
+                if invariants.ENABLED and mark is not None and mark < self.persisted_mark:
+                    # the guard below would silently skip it: a mark behind the persisted one
+                    # means the checkpoint flushed less than an earlier one claimed
+                    invariants.violated(f"lastMark moving back from {self.persisted_mark} to {mark}")
                 if mark is not None and mark > self.persisted_mark:
                     await trio.to_thread.run_sync(log_mark.write_mark, ledger_dirs_current(self.config), mark)
             except Exception as exc:

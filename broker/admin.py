@@ -42,10 +42,13 @@ from broker.policies import (
     int_field,
     object_field,
     parse_auto_topic_creation,
+    parse_backlog_quota,
+    parse_backlog_quota_type,
     parse_deduplication,
     parse_message_id,
     parse_message_ttl,
     parse_num_partitions,
+    parse_persistence,
     parse_retention,
     query_flag,
     string_list_field,
@@ -316,6 +319,30 @@ class AdminApi:
             return (await self.ns.get_policies(ns)).get(key)
         value = None if request.method == "DELETE" else parse(await _body(request))
         await self.ns.set_policy(ns, key, value)
+        await self.service.on_policies_changed(ns)
+        return None
+
+    @_wrap
+    async def persistence(self, request: Request) -> Any:
+        return await self._policy(request, "persistence", parse_persistence)
+
+    @_wrap
+    async def backlog_quota_map(self, request: Request) -> Any:
+        return (await self.ns.get_policies(self._namespace(request))).get("backlog_quota_map") or {}
+
+    @_wrap
+    async def backlog_quota(self, request: Request) -> Any:
+        """POST (set) / DELETE (remove) one quota type (``?backlogQuotaType=``, default
+        destination_storage), as pulsar-admin namespaces set-backlog-quota does."""
+        ns = self._namespace(request)
+        kind = parse_backlog_quota_type(request.query_params.get("backlogQuotaType"))
+        quota = None if request.method == "DELETE" else parse_backlog_quota(await _body(request))
+        quotas = dict((await self.ns.get_policies(ns)).get("backlog_quota_map") or {})
+        if quota is None:
+            quotas.pop(kind, None)
+        else:
+            quotas[kind] = quota
+        await self.ns.set_policy(ns, "backlog_quota_map", quotas or None)
         await self.service.on_policies_changed(ns)
         return None
 
@@ -769,6 +796,9 @@ ROUTE_TABLE: list[tuple[str, str, list[str]]] = [
     (_NS + "/retention", "retention", ["GET", "POST", "DELETE"]),
     (_NS + "/deduplication", "deduplication", ["GET", "POST", "DELETE"]),
     (_NS + "/messageTTL", "message_ttl", ["GET", "POST", "DELETE"]),
+    (_NS + "/persistence", "persistence", ["GET", "POST", "DELETE"]),
+    (_NS + "/backlogQuotaMap", "backlog_quota_map", ["GET"]),
+    (_NS + "/backlogQuota", "backlog_quota", ["POST", "DELETE"]),
     (_NS + "/autoTopicCreation", "auto_topic_creation", ["GET", "POST", "DELETE"]),
     (_NS + "/unload", "unload_namespace", ["PUT"]),
     (_NS + "/{bundle}/unload", "unload_bundle", ["PUT"]),

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bookie.client.config import ClientConfig
+from broker.policies import BACKLOG_QUOTA_POLICIES
 from managed_ledger.config import ManagedLedgerConfig
-from quire.config import load_config
+from quire.config import ConfigError, load_config
 
 
 @dataclass
@@ -57,6 +58,11 @@ class BrokerConfig:
     ttl_duration_default_in_seconds: int = 0
     message_expiry_check_interval_in_minutes: int = 5
     retention_check_interval_in_seconds: int = 120
+    # backlog quotas (Pulsar's backlogQuota*): a namespace's backlog_quota_map overrides these
+    backlog_quota_check_enabled: bool = True
+    backlog_quota_check_interval_in_seconds: int = 60
+    backlog_quota_default_limit_bytes: int = -1  # < 0: no limit
+    backlog_quota_default_retention_policy: str = "producer_request_hold"
 
     # Dispatch
     max_unacked_messages_per_consumer: int = 50000
@@ -108,6 +114,9 @@ class BrokerConfig:
             self.advertised_address = "127.0.0.1" if wildcard else self.bind_address
         if ":" in self.advertised_address and not self.advertised_address.startswith("["):
             self.advertised_address = f"[{self.advertised_address}]"  # an IPv6 literal inside URLs
+        if self.backlog_quota_default_retention_policy not in BACKLOG_QUOTA_POLICIES:
+            raise ConfigError(f"backlog_quota_default_retention_policy must be one of "
+                              f"{', '.join(BACKLOG_QUOTA_POLICIES)}, got {self.backlog_quota_default_retention_policy!r}")
 
     @classmethod
     def load(cls, path: str | Path | None = None, *, table: str = "broker", **overrides: Any) -> "BrokerConfig":
@@ -117,13 +126,14 @@ class BrokerConfig:
 
 
 def managed_ledger_config(config: BrokerConfig, policies: dict[str, Any] | None = None) -> ManagedLedgerConfig:
-    """The one mapping of broker keys (and a namespace's retention policy) to a managed ledger's
-    settings, for every entry point (``quire broker``, ``quire standalone``) and every topic."""
+    """The one mapping of broker keys (and a namespace's retention and persistence policies) to
+    a managed ledger's settings, for every entry point (``quire broker``, ``quire standalone``) and every topic."""
     retention = (policies or {}).get("retention_policies") or {}
+    persistence = (policies or {}).get("persistence") or {}
     return ManagedLedgerConfig(
-        ensemble_size=config.managed_ledger_default_ensemble_size,
-        write_quorum=config.managed_ledger_default_write_quorum,
-        ack_quorum=config.managed_ledger_default_ack_quorum,
+        ensemble_size=persistence.get("bookkeeperEnsemble", config.managed_ledger_default_ensemble_size),
+        write_quorum=persistence.get("bookkeeperWriteQuorum", config.managed_ledger_default_write_quorum),
+        ack_quorum=persistence.get("bookkeeperAckQuorum", config.managed_ledger_default_ack_quorum),
         metadata_ensemble_size=config.managed_ledger_default_ensemble_size,
         metadata_write_quorum=config.managed_ledger_default_write_quorum,
         metadata_ack_quorum=config.managed_ledger_default_ack_quorum,
@@ -132,6 +142,7 @@ def managed_ledger_config(config: BrokerConfig, policies: dict[str, Any] | None 
         retention_time_minutes=retention.get("retentionTimeInMinutes", config.default_retention_time_in_minutes),
         retention_size_mb=retention.get("retentionSizeInMB", config.default_retention_size_in_mb),
         retention_check_interval_seconds=config.retention_check_interval_in_seconds,
+        throttle_mark_delete=float(persistence.get("managedLedgerMaxMarkDeleteRate", 0.0)),
     )
 
 

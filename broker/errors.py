@@ -66,6 +66,22 @@ class ProducerBusyError(BrokerError):
     http_status = 409
 
 
+class ProducerBlockedQuotaExceededError(BrokerError):
+    """The topic's backlog is over its quota and the policy is producer_request_hold: the
+    client keeps its messages and retries the producer."""
+
+    server_error = "ProducerBlockedQuotaExceededError"
+    http_status = 412
+
+
+class ProducerBlockedQuotaExceededException(BrokerError):
+    """The topic's backlog is over its quota and the policy is producer_exception: the
+    client fails the sends."""
+
+    server_error = "ProducerBlockedQuotaExceededException"
+    http_status = 412
+
+
 class ProducerFencedError(BrokerError):
     server_error = "ProducerFenced"
     http_status = 409

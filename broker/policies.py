@@ -171,6 +171,54 @@ def parse_message_id(value: Any) -> tuple[int, int, int]:
     return ledger, entry, partition
 
 
+BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
+BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+
+
+def parse_backlog_quota(value: Any) -> dict[str, Any]:
+    """Pulsar's BacklogQuota: ``limitSize`` bytes (``limit``, its deprecated name, accepted),
+    ``limitTime`` seconds (-1 = none) and ``policy``."""
+    body = object_field("backlogQuota", value)
+    size = body.get("limitSize", body.get("limit", -1))
+    out: dict[str, Any] = {
+        "limitSize": int_field("limitSize", size, -1, INT64_MAX),
+        "limitTime": int_field("limitTime", body.get("limitTime", -1), -1, INT32_MAX),
+    }
+    policy = body.get("policy", "producer_request_hold")
+    if policy not in BACKLOG_QUOTA_POLICIES:
+        raise BadRequestError(f"policy must be one of {', '.join(BACKLOG_QUOTA_POLICIES)}, got {describe(policy)}")
+    out["policy"] = policy
+    return out
+
+
+def parse_backlog_quota_type(value: Any) -> str:
+    kind = "destination_storage" if value is None else value
+    if kind not in BACKLOG_QUOTA_TYPES:
+        raise BadRequestError(f"backlogQuotaType must be one of {', '.join(BACKLOG_QUOTA_TYPES)}, got {describe(kind)}")
+    return str(kind)
+
+
+def parse_backlog_quota_map(value: Any) -> dict[str, Any]:
+    body = object_field("backlog_quota_map", value)
+    return {parse_backlog_quota_type(k): parse_backlog_quota(v) for k, v in body.items()}
+
+
+def parse_persistence(value: Any) -> dict[str, Any]:
+    """Pulsar's PersistencePolicies: E >= WQ >= AQ >= 1 (412 otherwise, as Pulsar answers)."""
+    body = object_field("persistence", value)
+    e = int_field("bookkeeperEnsemble", body.get("bookkeeperEnsemble", 0), 0, 64)
+    wq = int_field("bookkeeperWriteQuorum", body.get("bookkeeperWriteQuorum", 0), 0, 64)
+    aq = int_field("bookkeeperAckQuorum", body.get("bookkeeperAckQuorum", 0), 0, 64)
+    if not e >= wq >= aq >= 1:
+        raise PreconditionFailedError(
+            f"Bookkeeper Ensemble (E) >= WriteQuorum (Qw) >= AckQuorum (Qa) >= 1 is required, got {e}/{wq}/{aq}")
+    rate = body.get("managedLedgerMaxMarkDeleteRate", 0)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < float("inf"):
+        raise BadRequestError(f"managedLedgerMaxMarkDeleteRate must be a number >= 0, got {describe(rate)}")
+    return {"bookkeeperEnsemble": e, "bookkeeperWriteQuorum": wq, "bookkeeperAckQuorum": aq,
+            "managedLedgerMaxMarkDeleteRate": float(rate)}
+
+
 # -- whole Policies objects ------------------------------------------------------------------------
 
 # Field of the stored Policies -> validator of a non-null value (null = "not set" for all of them).
@@ -183,6 +231,8 @@ _FIELDS = {
     "replication_clusters": lambda v: string_list_field("replication_clusters", v),
     "auth_policies": lambda v: object_field("auth_policies", v),
     "deleted": lambda v: bool_field("deleted", v),
+    "backlog_quota_map": parse_backlog_quota_map,
+    "persistence": parse_persistence,
 }
 
 

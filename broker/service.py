@@ -18,6 +18,7 @@ import trio
 
 from bookie.client import BookKeeper, ClientConfig
 from bookie.client.local_bookie import RequestHandler
+from broker import backlog_quota
 from broker.admin import serve_admin
 from broker.config import BrokerConfig, managed_ledger_config
 from broker.connection import ServerConnection
@@ -47,7 +48,7 @@ from managed_ledger.errors import (
     ManagedLedgerNotFoundError,
 )
 from managed_ledger.interfaces import ManagedLedgerFactoryView, ManagedLedgerView
-from metadata.errors import MetadataError
+from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
 from quire.config import naming_the_port
 
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 # GET_TOPICS pattern matching over more topics than this runs in a worker thread.
 FILTER_IN_THREAD_ABOVE = 1000
+POLICY_WATCH_RECHECK_S = 30.0  # how often a policies watch checks it is still needed
 
 
 class BrokerService:
@@ -81,6 +83,7 @@ class BrokerService:
         self.started_at = time.time()
         self.ready = False  # the admin API answers 503 until the broker serves clients
         self.pattern_limiter = trio.CapacityLimiter(2)
+        self._policy_watches: set[NamespaceName] = set()  # namespaces whose policies node we follow
 
     # -- identity --------------------------------------------------------------------------
 
@@ -120,6 +123,7 @@ class BrokerService:
                     nursery.start_soon(self._session_watchdog)
                 self.ready = True
                 nursery.start_soon(self._housekeeping)
+                nursery.start_soon(self._backlog_quota_loop)
                 nursery.start_soon(self._update_stats)
                 nursery.start_soon(self.load_manager.run)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, listeners)
@@ -251,6 +255,18 @@ class BrokerService:
                     # the others and the broker go on.
                     log.exception("message expiry on %s failed unexpectedly", topic.name)
 
+    async def _backlog_quota_loop(self) -> None:
+        """Pulsar's BacklogQuotaManager: every interval, each topic over its quota is acted on."""
+        if not self.config.backlog_quota_check_enabled:
+            return
+        while True:
+            await trio.sleep(max(1, self.config.backlog_quota_check_interval_in_seconds))
+            for topic in list(self.topics.values()):
+                try:
+                    await backlog_quota.enforce(topic)
+                except (BrokerError, ManagedLedgerError, MetadataError) as exc:
+                    log.warning("backlog quota check of %s failed: %r", topic.name, exc)
+
     async def expire_messages(self, topic: PersistentTopic) -> None:
         ttl = topic.policies.get("message_ttl_in_seconds")
         if ttl is None:
@@ -375,6 +391,7 @@ class BrokerService:
             await topic.close(disconnect_clients=False)
             raise
         self.topics[str(name)] = topic
+        self.watch_policies(ns)
         log.info("loaded topic %s", name)
         return topic
 
@@ -460,6 +477,42 @@ class BrokerService:
         for topic in list(self.topics.values()):
             if topic.name.namespace_name == ns:
                 await topic.apply_policies(policies)
+
+    def watch_policies(self, ns: NamespaceName) -> None:
+        """Follow the namespace's policies node while this broker has topics of it, so a
+        change made through any broker applies here without a reload."""
+        if ns not in self._policy_watches:
+            self._policy_watches.add(ns)
+            self.spawn(self._follow_policies, ns)
+
+    async def _follow_policies(self, ns: NamespaceName) -> None:
+        path = f"/admin/policies/{ns}"
+        fired = trio.Event()
+
+        def on_change(_event: object) -> None:  # one callback object: the store registers it once
+            fired.set()
+
+        version: int | None = None
+        try:
+            while any(t.name.namespace_name == ns for t in list(self.topics.values())):
+                fired = trio.Event()
+                try:
+                    _, stat = await self.store.get(path, watch=on_change)
+                except NotFoundError:
+                    return  # the namespace was deleted
+                if version is not None and stat.version != version:
+                    try:
+                        await self.on_policies_changed(ns)
+                    except (BrokerError, MetadataError) as exc:
+                        log.warning("applying the new policies of %s failed: %r", ns, exc)
+                version = stat.version
+                # a re-check now and then ends the loop once no topic of ns is loaded here
+                with trio.move_on_after(POLICY_WATCH_RECHECK_S):
+                    await fired.wait()
+        except MetadataError as exc:
+            log.warning("watching the policies of %s failed: %r; watched again at the next load", ns, exc)
+        finally:
+            self._policy_watches.discard(ns)
 
     # -- bootstrap -------------------------------------------------------------------------
 

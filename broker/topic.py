@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
+from broker import backlog_quota
 from broker.consumer import Consumer
 from broker.dedup import CURSOR_NAME as DEDUP_CURSOR
 from broker.dedup import Deduplication, DupStatus
@@ -158,15 +159,17 @@ class PersistentTopic:
                 await self.ml.delete_cursor(DEDUP_CURSOR)
             except ManagedLedgerError:
                 pass
-        retention = policies.get("retention_policies")
-        if retention and hasattr(self.ml, "set_config"):
+        if hasattr(self.ml, "set_config"):
+            # retention applies at the next trim, persistence (E/WQ/AQ) to the next ledger
+            cfg = self.service.ml_config(policies)
             try:
                 self.ml.set_config(
-                    retention_time_minutes=retention.get("retentionTimeInMinutes", 0),
-                    retention_size_mb=retention.get("retentionSizeInMB", 0),
+                    retention_time_minutes=cfg.retention_time_minutes, retention_size_mb=cfg.retention_size_mb,
+                    ensemble_size=cfg.ensemble_size, write_quorum=cfg.write_quorum, ack_quorum=cfg.ack_quorum,
+                    throttle_mark_delete=cfg.throttle_mark_delete,
                 )
-            except (TypeError, ManagedLedgerError) as exc:
-                log.warning("cannot apply retention to %s: %r", self.name, exc)
+            except (TypeError, ValueError, ManagedLedgerError) as exc:
+                log.warning("cannot apply the policies of %s: %r", self.name, exc)
 
     async def _start_subscription(self, sub: Subscription) -> Subscription:
         assert self._nursery is not None
@@ -212,6 +215,7 @@ class PersistentTopic:
         """Attach a producer; returns an Event to wait on for WaitForExclusive, else None."""
         if self.closed or self.fenced:
             raise TopicFencedError("Topic is temporarily unavailable")
+        backlog_quota.check_new_producer(self)
         if producer.name in self.producers:
             raise ProducerBusyError(f"Producer with name '{producer.name}' is already connected to topic")
         mode = producer.access_mode

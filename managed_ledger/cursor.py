@@ -29,6 +29,7 @@ from managed_ledger.errors import (
 from managed_ledger.formats import PositionInfo
 from managed_ledger.position import Entry, Position
 from managed_ledger.range_set import RangeSet
+from quire import invariants
 
 if TYPE_CHECKING:
     from managed_ledger.ledger import ManagedLedger
@@ -284,6 +285,10 @@ class ManagedCursor:
         await self._persist()
 
     def _move_mark_delete(self, position: Position) -> None:
+        if invariants.ENABLED and position < self.mark_delete_position:
+            # only reset_cursor (a seek the user asked for) may move it back
+            invariants.violated(f"cursor {self.name}: mark-delete moving back from "
+                                f"{self.mark_delete_position} to {position}")
         self.mark_delete_position = position
         self._deleted.remove_up_to(position.as_tuple())
         self._collapse()
@@ -295,7 +300,11 @@ class ManagedCursor:
             first = self._deleted.first_range()
             if first is None or Position(*first[0]) > ml.next_valid_position(self.mark_delete_position):
                 break
-            self.mark_delete_position = Position(*first[1])
+            nxt = Position(*first[1])
+            if invariants.ENABLED and nxt < self.mark_delete_position:
+                invariants.violated(f"cursor {self.name}: collapsing acks moved mark-delete back "
+                                    f"from {self.mark_delete_position} to {nxt}")
+            self.mark_delete_position = nxt
             self._deleted.remove_up_to(first[1])
         if self._batch:
             md = self.mark_delete_position

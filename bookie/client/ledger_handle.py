@@ -44,6 +44,7 @@ from bookie.client.errors import (
 from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.client.read_ops import long_poll_lac, read_entries, read_lac
 from bookie.protocol import Flag, Status
+from quire import invariants
 
 if TYPE_CHECKING:
     from bookie.client.bookie_connection import BookieConnection
@@ -291,6 +292,10 @@ class LedgerHandle:
         op = None
         while pending and pending[0].ack_count >= aq:
             op = pending.popleft()
+            if invariants.ENABLED and (op.entry_id != self._lac + n + 1 or self._error is not None):
+                # ids are acknowledged contiguously, and never once the handle failed (fenced)
+                invariants.violated(f"ledger {self.ledger_id}: acknowledging entry {op.entry_id} "
+                                    f"after {self._lac + n} (handle error: {self._error!r})")
             op.finish()
             n += 1
         if op is not None:

@@ -12,8 +12,12 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import httpx
+
+from bookie import entry_log_format, journal_format
 from tests.chaos.history import History
 from tests.chaos.topology import BROKER_SESSION_MS, Topology, TopologyError
 
@@ -28,9 +32,17 @@ CLUSTER_FAULTS: dict[str, tuple[int, str | None, tuple[float, float]]] = {
     "pause_zookeeper": (1, "zookeeper", (1.0, 3.0)),
     "unload_topic": (3, None, (0.0, 0.0)),
     "unload_namespace": (1, None, (0.0, 0.0)),
+    # a full disk: the bookie turns read-only (the state its disk checker sets) and back
+    "readonly_bookie": (2, "bookie", (2.0, 6.0)),
+    "slow_bookie_disk": (2, "bookie", (2.0, 6.0)),  # every journal fsync delayed SLOW_DISK_MS
+    "torn_tail_bookie": (2, "bookie", (0.5, 2.0)),  # SIGKILL, garbage after the tails, restart
+    "gc_bookie": (2, "bookie", (0.0, 0.0)),  # forced major+minor GC and compaction
 }
+SLOW_DISK_MS = 40
+TORN_BYTES = 4096
 STANDALONE_FAULTS: dict[str, tuple[int, str | None, tuple[float, float]]] = {
     "kill_standalone": (3, "standalone", (0.0, 2.0)),
+    "torn_tail_standalone": (1, "standalone", (0.0, 1.0)),
     "pause_standalone": (3, "standalone", (1.0, 4.0)),
     "unload_topic": (4, None, (0.0, 0.0)),
     "unload_namespace": (1, None, (0.0, 0.0)),
@@ -98,7 +110,7 @@ class FaultRunner:
         try:
             table = CLUSTER_FAULTS if fault.kind in CLUSTER_FAULTS else STANDALONE_FAULTS
             role = table[fault.kind][1]
-            if role is None:
+            if role is None or hasattr(self, fault.kind):
                 getattr(self, fault.kind)(fault)
             elif fault.kind.startswith(("kill_", "restart_")):
                 self._kill(role, fault)
@@ -159,3 +171,78 @@ class FaultRunner:
         r = self.topo.admin("PUT", f"/admin/v2/namespaces/{fault.target}/unload", timeout=30)
         if r.status_code >= 400:
             raise TopologyError(f"unload {fault.target}: {r.status_code} {r.text[:200]}")
+
+    # -- disk faults ---------------------------------------------------------------------------
+
+    def _bookie_http(self, fault: Fault, method: str, path: str, body: dict[str, Any]) -> None:
+        url = self.topo.bookie_http[fault.target] + path
+        r = httpx.request(method, url, json=body, timeout=10)
+        if r.status_code >= 400:
+            raise TopologyError(f"{method} {path} on {fault.target}: {r.status_code} {r.text[:200]}")
+
+    def readonly_bookie(self, fault: Fault) -> None:
+        self._bookie_http(fault, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
+        try:
+            time.sleep(fault.duration)
+        finally:
+            self._bookie_http(fault, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
+
+    def slow_bookie_disk(self, fault: Fault) -> None:
+        self._bookie_http(fault, "PUT", "/api/v1/bookie/fault/journal_sync_delay", {"delayMs": SLOW_DISK_MS})
+        try:
+            time.sleep(fault.duration)
+        finally:
+            self._bookie_http(fault, "PUT", "/api/v1/bookie/fault/journal_sync_delay", {"delayMs": 0})
+
+    def gc_bookie(self, fault: Fault) -> None:
+        self._bookie_http(fault, "PUT", "/api/v1/bookie/gc", {"forceMajor": True, "forceMinor": True})
+
+    def torn_tail_bookie(self, fault: Fault) -> None:
+        target = self._target("bookie", fault.target)
+        self._kill_and_tear(target, self.topo.bookie_dirs[fault.target], fault)
+
+    def torn_tail_standalone(self, fault: Fault) -> None:
+        target = self._target("standalone", fault.target)
+        self._kill_and_tear(target, self.topo.base / "data", fault)
+
+    def _kill_and_tear(self, target: Any, data_dir: Path, fault: Fault) -> None:
+        """SIGKILL, then write garbage right after the last written byte of the newest journal
+        file and entry log (what a torn write leaves), then restart: replay must stop at it."""
+        target.resume()
+        target.kill()
+        rng = random.Random(f"{fault.target}/{fault.duration}/{fault.gap}")
+        # The journal gets random garbage (a torn or corrupt tail: replay must stop at it).
+        # The entry log gets what a write cut short leaves: the first part of a record. Random
+        # garbage there whose first word reads as a record size is indistinguishable from
+        # corruption before live data, so GC keeps such a log (conservative, never deletes).
+        record = entry_log_format.encode_record(rng.getrandbits(40), rng.getrandbits(20),
+                                                rng.randbytes(rng.randint(1, TORN_BYTES)))
+        for pattern, magic, garbage in (
+                ("*.txn", journal_format.MAGIC, rng.randbytes(rng.randint(1, TORN_BYTES))),
+                ("*.log", entry_log_format.MAGIC, record[: rng.randint(1, len(record) - 1)])):
+            # by magic: RocksDB's write-ahead logs are *.log files too
+            files = sorted((p for p in data_dir.rglob(pattern) if _starts_with(p, magic)),
+                           key=lambda p: p.stat().st_mtime)
+            if files:
+                tear_tail(files[-1], garbage)
+        time.sleep(fault.duration)
+        self.topo.restart(target)
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
+def tear_tail(path: Path, garbage: bytes) -> int:
+    """Write `garbage` just past the last non-zero byte of `path` (inside its preallocated
+    zeros, or at its end); returns the offset written at."""
+    data = path.read_bytes()
+    end = len(data.rstrip(b"\0"))
+    with open(path, "r+b") as f:
+        f.seek(end)
+        f.write(garbage)
+    return end

@@ -43,6 +43,7 @@ class TopicPlan:
     producers: tuple[tuple[str, bool], ...]  # (library, batching) per producer
     consumers: tuple[str, ...]  # library per consumer
     keyed: bool = False
+    audit: bool = True  # an unread durable subscription that pins every ledger until the drain
 
     @property
     def topic(self) -> str:
@@ -58,6 +59,9 @@ TOPICS = [
     TopicPlan("shared", False, 0, "Shared", (("official", True), ("quire", False)), ("quire", "quire")),
     TopicPlan("excl-nodedup", False, 2, "Exclusive", (("quire", False),), ("official",)),
     TopicPlan("failover-nodedup", False, 0, "Failover", (("official", True),), ("quire", "quire")),
+    # no audit subscription: consumed ledgers are trimmed by retention (0/0 in public/default)
+    # while the run goes on, and the bookies' GC reclaims them under the other faults
+    TopicPlan("retained", False, 0, "Shared", (("official", False), ("quire", False)), ("quire",), audit=False),
 ]
 
 
@@ -99,6 +103,8 @@ class ChaosRun:
                     if w.subscribe() is None:
                         raise RuntimeError(f"cannot subscribe {w.name}")
                     consumers.append(w)
+                if not tp.audit:
+                    continue
                 audit = next(s for s in specs if s.topic == tp.topic and s.name == "audit")
                 a = ConsumerWorker(libs["official"], audit, f"{tp.name}-audit", self.history)
                 if a.subscribe() is None:
@@ -149,14 +155,15 @@ class ChaosRun:
                 pids = sorted(set(pids) | set(topo.process_ids()))
                 topo.close()
         report = check(self.history)
-        return self._result(report, leftover=[p for p in pids if alive(p)], wall_s=time.monotonic() - started,
+        return self._result(report, violations=invariant_violations(self.base), leftover=[p for p in pids if alive(p)], wall_s=time.monotonic() - started,
                             producers=producers, consumers=consumers, watcher=watcher)
 
     def _subscriptions(self) -> list[SubscriptionSpec]:
         specs = []
         for tp in TOPICS:
             specs.append(SubscriptionSpec(tp.topic, "sub", tp.sub_type, tp.dedup, tp.partitions))
-            specs.append(SubscriptionSpec(tp.topic, "audit", "Exclusive", tp.dedup, tp.partitions))
+            if tp.audit:
+                specs.append(SubscriptionSpec(tp.topic, "audit", "Exclusive", tp.dedup, tp.partitions))
         self.history.subscriptions = specs
         return specs
 
@@ -176,7 +183,7 @@ class ChaosRun:
         for t in threads:
             t.join(DRAIN_MAX_S + 30)
 
-    def _result(self, report: Report, *, leftover: list[int], wall_s: float, producers: list[ProducerWorker],
+    def _result(self, report: Report, *, violations: list[str], leftover: list[int], wall_s: float, producers: list[ProducerWorker],
                 consumers: list[ConsumerWorker], watcher: CursorWatcher | None) -> dict[str, Any]:
         faults = self.history.faults
         by_kind = Counter(f.kind for f in faults if f.kind != "crash")
@@ -185,8 +192,8 @@ class ChaosRun:
         crashes = [f"{f.target} at {f.t_start:.1f}s {f.error}" for f in faults if f.kind == "crash"]
         return {
             "topology": self.topology, "seed": self.seed, "fault_seconds": self.seconds,
-            "wall_seconds": round(wall_s, 1), "ok": report.ok and not leftover,
-            "failures": report.failures + [f"process {p} left running" for p in leftover],
+            "wall_seconds": round(wall_s, 1), "ok": report.ok and not leftover and not violations,
+            "failures": report.failures + [f"process {p} left running" for p in leftover] + violations,
             "faults": sum(by_kind.values()), "crashes": crashes, "faults_by_kind": dict(sorted(by_kind.items())), "fault_errors": errors,
             "fault_log": [f"{f.t_start:.1f}-{(f.t_end or f.t_start):.1f}s {f.kind}({f.target})" for f in faults],
             "totals": report.totals(), "notes": self.notes,
@@ -195,6 +202,21 @@ class ChaosRun:
                               "cursor_polls_failed": watcher.errors if watcher else 0},
             "report": report.to_json(), "leftover_processes": leftover,
         }
+
+
+def invariant_violations(base: Path) -> list[str]:
+    """Lines that the processes' in-code invariant checks logged (quire.invariants): a
+    violation fails the run even when an error boundary kept the process alive."""
+    found = []
+    for path in sorted([*base.glob("*.log"), *base.glob("logs/*.log")]):  # process logs, not data
+        try:
+            with open(path, "rb") as f:
+                for line in f:
+                    if b"invariant violated" in line:
+                        found.append(f"{path.name}: {line.decode(errors='replace').strip()[:300]}")
+        except OSError:
+            continue
+    return found
 
 
 def alive(pid: int) -> bool:

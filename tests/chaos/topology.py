@@ -22,6 +22,8 @@ from tests.fixtures.processes import QuireProcess, QuireProcesses, free_port
 from tests.fixtures.zookeeper import ZooKeeperServer
 
 BROKER_SESSION_MS = 5000  # a broker paused longer than this loses its ZooKeeper session
+ENTRY_LOG_BYTES = 256 * 1024  # bookie log_size_limit in chaos runs
+ENTRIES_PER_LEDGER = 100  # broker managed_ledger_max_entries_per_ledger in chaos runs
 READY_TIMEOUT_S = 60.0
 
 
@@ -46,6 +48,8 @@ class Topology(abc.ABC):
     service_url: str = ""
     admin_urls: list[str] = field(default_factory=list)
     targets: dict[str, dict[str, Any]] = field(default_factory=dict)  # role -> name -> target
+    bookie_http: dict[str, str] = field(default_factory=dict)  # bookie name -> its HTTP admin URL
+    bookie_dirs: dict[str, Path] = field(default_factory=dict)  # bookie name -> its data dir
 
     def restart(self, target: Any) -> None:
         if isinstance(target, ZooKeeperServer):
@@ -135,7 +139,14 @@ class ClusterTopology(Topology):
             topo.procs = QuireProcesses(base / "logs")
             topo.targets = {"zookeeper": {"zk": topo.zk}, "bookie": {}, "broker": {}}
             for i in range(bookies):
-                topo.targets["bookie"][f"bookie{i}"] = start_bookie(topo.procs, url, base, i)
+                http = free_port()
+                # small entry logs so GC and compaction have rotated logs to work on; the
+                # journal delay route lets a fault make the disk slow
+                topo.targets["bookie"][f"bookie{i}"] = start_bookie(
+                    topo.procs, url, base, i, http_port=http,
+                    extra=("--set", "allow_fault_injection=true", "--set", f"log_size_limit={ENTRY_LOG_BYTES}"))
+                topo.bookie_http[f"bookie{i}"] = f"http://127.0.0.1:{http}"
+                topo.bookie_dirs[f"bookie{i}"] = base / f"bookie{i}"
             ports = []
             for i in range(brokers):
                 port, web = free_port(), free_port()
@@ -145,6 +156,10 @@ class ClusterTopology(Topology):
                     "--set", "managed_ledger_default_ensemble_size=2",
                     "--set", "managed_ledger_default_write_quorum=2",
                     "--set", "managed_ledger_default_ack_quorum=2",
+                    # ledgers roll often and retention checks often, so trimming (and then
+                    # bookie GC of the deleted ledgers) happens during the run
+                    "--set", f"managed_ledger_max_entries_per_ledger={ENTRIES_PER_LEDGER}",
+                    "--set", "retention_check_interval_in_seconds=5",
                     "--log-level", "WARNING",
                     ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=READY_TIMEOUT_S)
                 topo.targets["broker"][f"broker{i}"] = proc

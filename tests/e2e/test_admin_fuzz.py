@@ -43,13 +43,15 @@ HOSTILE = [
     "-1", "0", "9" * 30, "NaN", "Infinity", "1e999", "t-partition-99999999999999999999", "t-partition--1",
     "non-persistent", "persistent%3A", "null", "[]", "a%2F..%2Fb", "'", '"', "\\",
 ]
-QUERY_KEYS = ["force", "perPartition", "authoritative", "x", "partitions"]
-QUERY_VALUES = ["true", "false", "TRUE", "", "maybe", "1", "9" * 30, "NaN", "[1]", "%00"]
+QUERY_KEYS = ["force", "perPartition", "authoritative", "x", "partitions", "backlogQuotaType"]
+QUERY_VALUES = ["true", "false", "TRUE", "", "maybe", "1", "9" * 30, "NaN", "[1]", "%00", "destination_storage"]
 POLICY_KEYS = ["retentionTimeInMinutes", "retentionSizeInMB", "allowAutoTopicCreation", "topicType",
                "defaultNumPartitions", "bundles", "numBundles", "boundaries", "ledgerId", "entryId",
                "partitionIndex", "partitions", "allowedClusters", "adminRoles", "serviceUrl",
                "message_ttl_in_seconds", "deduplicationEnabled", "autoTopicCreationOverride",
-               "retention_policies", "replication_clusters"]
+               "retention_policies", "replication_clusters", "limitSize", "limitTime", "policy",
+               "bookkeeperEnsemble", "bookkeeperWriteQuorum", "bookkeeperAckQuorum", "backlog_quota_map",
+               "persistence"]
 
 STATUSES: Counter[int] = Counter()  # answers seen, to check the fuzz reaches the handlers
 _PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")

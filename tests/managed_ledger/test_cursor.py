@@ -11,6 +11,8 @@ from managed_ledger import ManagedLedgerFactory, ManagedLedgerFencedError, Posit
 from managed_ledger.ack_set import AckSet
 from managed_ledger.cursor import NoMoreEntriesError
 from managed_ledger.formats import decode_cursor_info
+from quire import invariants
+from quire.invariants import InvariantViolation
 
 NAME = "t/ns/persistent/c"
 
@@ -356,3 +358,18 @@ async def test_dirty_position_flushed_one_flush_period_after_it_became_dirty(met
         await trio.sleep(2)
         assert not c.is_dirty
         assert decode_cursor_info(meta.nodes[c.path][0]).cursors_ledger_id > 0
+
+
+async def test_mark_delete_never_moves_back_except_by_a_reset(factory) -> None:
+    ml = await factory.open(NAME)
+    ps = [await ml.add_entry(b"m%d" % i) for i in range(6)]
+    c = await ml.open_cursor("s", "earliest")
+    await c.mark_delete(ps[3])
+    await c.mark_delete(ps[1])  # an older cumulative ack is a no-op, not a move back
+    assert c.mark_delete_position == ps[3]
+    before = invariants.violations
+    with pytest.raises(InvariantViolation, match="mark-delete moving back"):
+        c._move_mark_delete(ps[1])  # what a bug in an ack path would do
+    assert invariants.violations == before + 1
+    await c.reset_cursor(ps[0])  # a seek the user asked for may move it back
+    assert c.mark_delete_position < ps[3]
