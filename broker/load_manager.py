@@ -169,6 +169,7 @@ class LoadManager:
         self.config = service.config
         self.store = service.store
         self._version: int | None = None  # of our registration node
+        self._registering = trio.Lock()  # a session loss and the watchdog may both re-register
         self._changed = trio.Event()  # bundles changed: report now
         self._prev: dict[str, _TopicCounters] = {}
         self._cpu_at = (time.monotonic(), time.process_time())
@@ -274,13 +275,14 @@ class LoadManager:
 
     async def register(self) -> None:
         """(Re)create our ephemeral registration node with a fresh report."""
-        data = values.pack(await self.local_report())
-        try:
-            await self.store.delete(self.path)
-        except MetadataError:
-            pass
-        await self.store.create(self.path, data, ephemeral=True, make_parents=True)
-        self._version = 0
+        async with self._registering:
+            data = values.pack(await self.local_report())
+            try:
+                await self.store.delete(self.path)
+            except MetadataError:
+                pass
+            await self.store.create(self.path, data, ephemeral=True, make_parents=True)
+            self._version = 0
 
     async def update(self) -> None:
         data = values.pack(await self.local_report())

@@ -88,6 +88,7 @@ def test_a_paused_owner_past_its_session_acknowledges_nothing_more(quire_procs: 
     ca = new_client(f"pulsar://127.0.0.1:{pa}", operation_timeout_seconds=60)
     cb = new_client(f"pulsar://127.0.0.1:{pb}", operation_timeout_seconds=60)
     try:
+        ca.subscribe(topic, "keep").close()  # a durable subscription: retention keeps the history
         producer_a = ca.create_producer(topic, batching_enabled=False, send_timeout_millis=0)
         for i in range(20):
             producer_a.send(f"a{i}".encode())
@@ -140,6 +141,7 @@ def test_a_broker_cut_off_from_zookeeper_stops_serving_within_the_session_timeou
         port, web = start_broker(quire_procs, url, SESSION_MS)
         topic = "persistent://public/default/cut-off"
         client = new_client(f"pulsar://127.0.0.1:{port}", operation_timeout_seconds=60)
+        client.subscribe(topic, "keep").close()  # a durable subscription: retention keeps the history
         producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=0,
                                           max_pending_messages=100000)
         sends = AsyncSends()

@@ -83,6 +83,8 @@ def test_a_hot_bundle_splits_and_part_of_it_moves(quire_procs: QuireProcesses, z
     client = new_client("pulsar://" + ",".join(f"127.0.0.1:{p}" for p, _ in brokers), operation_timeout_seconds=60)
     topics = [f"persistent://public/hot/t{i}" for i in range(8)]
     try:
+        for t in topics:  # durable subscriptions: retention keeps what is published
+            client.subscribe(t, "keep").close()
         producers = [client.create_producer(t, batching_enabled=False, send_timeout_millis=0) for t in topics]
         first = {http.get(f"http://127.0.0.1:{web}/lookup/v2/topic/persistent/public/hot/t{i}",
                           follow_redirects=True).json()["brokerUrl"] for i in range(8)}
