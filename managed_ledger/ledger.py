@@ -131,6 +131,10 @@ class ManagedLedger:
         self._write_epoch = 0
         self._metadata_lock = trio.Lock()
         self._trim_lock = trio.Lock()
+        # No trim before every durable cursor is recovered: a trim meanwhile would see only
+        # the cursors recovered so far (none: "no durable cursor") and delete ledgers that a
+        # cursor not yet recovered still has to read.
+        self._cursors_recovered = False
         self._wake = trio.Event()  # wakes the background loop
         self._trim_requested = False
         self._new_entries = trio.Event()
@@ -275,6 +279,7 @@ class ManagedLedger:
         for ledger_id in empty:
             await self.delete_ledger_quietly(ledger_id)
         await self._recover_cursors()
+        self._cursors_recovered = True
 
     async def _recover_cursors(self) -> None:
         try:
@@ -813,6 +818,8 @@ class ManagedLedger:
         """Delete the ledgers retention no longer keeps (see retention.py); returns ids."""
         async with self._trim_lock:
             if self.state in (State.CLOSED, State.FENCED, State.OPENING, State.CREATING_LEDGER):
+                return []
+            if not self._cursors_recovered:
                 return []
             slowest = self._slowest_durable_mark_delete()
             current_id = self.current_ledger_id
