@@ -132,17 +132,19 @@ class OwnershipCache:
         return f"/namespace/{topic.tenant}/{topic.namespace}/{bundle_of(topic, boundaries)}"
 
     async def owner(self, topic: TopicName, boundaries: list[str], acquire: bool = True,
-                    assign: Assigner | None = None) -> dict[str, Any] | None:
+                    assign: Assigner | None = None, wait: bool = False) -> dict[str, Any] | None:
         """The owner's data; an unowned bundle (with ``acquire``) goes to the broker ``assign``
         picks (its data is returned: redirect there) or, without one or when it picks us, is
-        acquired here."""
-        return await self.bundle_owner_or_acquire(topic.namespace_name, bundle_of(topic, boundaries), acquire, assign)
+        acquired here. With ``wait`` (lookups only), a dead or unloading owner's node is
+        waited for (at most ``wait_s``); without, such a bundle answers at once (topic loads
+        and admin calls must not hold a topic's load that long)."""
+        return await self.bundle_owner_or_acquire(topic.namespace_name, bundle_of(topic, boundaries), acquire, assign, wait)
 
     async def bundle_owner_or_acquire(self, ns: NamespaceName, bundle: str, acquire: bool = True,
-                                      assign: Assigner | None = None) -> dict[str, Any] | None:
+                                      assign: Assigner | None = None, wait: bool = False) -> dict[str, Any] | None:
         """``owner`` for a bundle named directly."""
         path = self.bundle_path(ns, bundle)
-        deadline = trio.current_time() + self.wait_s
+        deadline = trio.current_time() + (self.wait_s if wait else 0.0)
         while True:
             unloading = self.disabled.get(path)
             if unloading is not None:

@@ -329,7 +329,7 @@ class BrokerService:
         policies = await self.namespaces.get_policies(name.namespace_name)
         assert self.ownership is not None
         assign = None if authoritative else self.load_manager.assign
-        return await self.ownership.owner(name, policies["bundles"]["boundaries"], assign=assign)
+        return await self.ownership.owner(name, policies["bundles"]["boundaries"], assign=assign, wait=True)
 
     async def topic_exists(self, name: TopicName) -> bool:
         if str(name) in self.topics:

@@ -34,7 +34,7 @@ async def test_a_lookup_is_answered_when_a_dead_owners_node_vanishes() -> None:
     answered: list[tuple[float, Any]] = []
 
     async def lookup() -> None:
-        data = await b.owner(TOPIC, BOUNDARIES)
+        data = await b.owner(TOPIC, BOUNDARIES, wait=True)
         answered.append((trio.current_time(), data))
 
     async with trio.open_nursery() as nursery:
@@ -53,10 +53,12 @@ async def test_a_live_owner_is_answered_at_once_and_a_dead_one_after_the_bound()
     sa, sb = await open_store(name), await open_store(name)
     await OwnershipCache(sa, *A).owner(TOPIC, BOUNDARIES)
     with trio.fail_after(0.5):
-        assert (await OwnershipCache(sb, *B, probe=_alive).owner(TOPIC, BOUNDARIES))["nativeUrl"] == A[0]
+        assert (await OwnershipCache(sb, *B, probe=_alive).owner(TOPIC, BOUNDARIES, wait=True))["nativeUrl"] == A[0]
     start = trio.current_time()
-    assert (await OwnershipCache(sb, *B, wait_s=0.3, probe=_dead).owner(TOPIC, BOUNDARIES))["nativeUrl"] == A[0]
+    assert (await OwnershipCache(sb, *B, wait_s=0.3, probe=_dead).owner(TOPIC, BOUNDARIES, wait=True))["nativeUrl"] == A[0]
     assert trio.current_time() - start >= 0.3  # waited for the node, then redirected anyway
+    with trio.fail_after(0.5):  # without wait (topic loads, admin calls): answered at once
+        assert (await OwnershipCache(sb, *B, wait_s=30, probe=_dead).owner(TOPIC, BOUNDARIES))["nativeUrl"] == A[0]
 
 
 async def test_an_unloading_bundle_is_marked_disabled_and_lookups_wait_for_its_release() -> None:
@@ -72,7 +74,7 @@ async def test_an_unloading_bundle_is_marked_disabled_and_lookups_wait_for_its_r
     got: list[Any] = []
 
     async def lookup(cache: OwnershipCache) -> None:
-        got.append((await cache.owner(TOPIC, BOUNDARIES))["nativeUrl"])
+        got.append((await cache.owner(TOPIC, BOUNDARIES, wait=True))["nativeUrl"])
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lookup, b)
