@@ -84,6 +84,28 @@ class BrokerConfig:
     managed_ledger_max_entries_per_ledger: int = 50000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
 
+    # Topic loading: a managed-ledger open that fails (bookies briefly short) is retried with
+    # back-off for this long while the broker owns the bundle.
+    topic_load_timeout_seconds: float = 60.0
+
+    # Load manager (broker/load_manager.py). Intervals in minutes may be fractions (tests).
+    load_balancer_enabled: bool = True
+    load_balancer_report_update_min_interval_millis: int = 5000
+    load_balancer_shedding_enabled: bool = True
+    load_balancer_shedding_interval_minutes: float = 1.0
+    load_balancer_shedding_grace_period_minutes: float = 30.0
+    load_balancer_broker_threshold_shedder_percentage: float = 10.0
+    load_balancer_history_resource_percentage: float = 0.9
+    load_balancer_override_broker_nic_speed_gbps: float = 1.0  # loopback/unknown NICs: assumed speed
+    load_balancer_auto_bundle_split_enabled: bool = True
+    load_balancer_auto_unload_split_bundles_enabled: bool = True
+    load_balancer_split_interval_minutes: float = 1.0
+    load_balancer_namespace_bundle_max_topics: int = 1000
+    load_balancer_namespace_bundle_max_sessions: int = 1000
+    load_balancer_namespace_bundle_max_msg_rate: float = 30000.0
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: float = 100.0
+    load_balancer_namespace_maximum_bundles: int = 128
+
     # Metrics
     stats_update_frequency_in_secs: int = 60
     expose_topic_level_metrics_in_prometheus: bool = True

@@ -37,15 +37,20 @@ from broker.errors import (
 from broker.metrics import BrokerMetrics
 from broker.names import NamespaceName, TopicName
 from broker.namespaces import NamespaceResources
+from broker.load_manager import LoadManager
 from broker.ownership import OwnershipCache, bundle_of
 from broker.schemas import SchemaRegistry
 from broker.topic import PersistentTopic
 from broker.topic_pattern import filter_topics
 from managed_ledger.config import ManagedLedgerConfig
 from managed_ledger.factory import ManagedLedgerFactory
-from managed_ledger.errors import ManagedLedgerError
-from managed_ledger.interfaces import ManagedLedgerFactoryView
-from metadata import values
+from managed_ledger.errors import (
+    ManagedLedgerClosedError,
+    ManagedLedgerError,
+    ManagedLedgerFencedError,
+    ManagedLedgerNotFoundError,
+)
+from managed_ledger.interfaces import ManagedLedgerFactoryView, ManagedLedgerView
 from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
 from quire.config import naming_the_port
@@ -83,6 +88,11 @@ class BrokerService:
         self.port = config.broker_service_port
         self.web_port = config.web_service_port
         self.ownership: OwnershipCache | None = None
+        self.load_manager = LoadManager(self)
+        # Last time (trio clock) a metadata request was sent that the store then answered: the
+        # server heard this session then, so it cannot expire before this + the session timeout.
+        self._session_ok_at = 0.0  # set when the broker starts
+        self._session_given_up = False
         self.started_at = time.time()
         self.ready = False  # the admin API answers 503 until the broker serves clients
         self.pattern_limiter = trio.CapacityLimiter(2)
@@ -127,18 +137,23 @@ class BrokerService:
                                                               host=self.config.bind_address)
             self.tls_port = tls_listeners[0].socket.getsockname()[1]
             all_listeners += [trio.SSLListener(tl, self.tls.context, https_compatible=False) for tl in tls_listeners]
+        self._session_ok_at = trio.current_time()
         self.ownership = OwnershipCache(self.store, self.service_url, self.web_url, self.service_url_tls,
-                                        self.web_url_tls)
+                                        self.web_url_tls, wait_s=min(self.session_timeout_s + 2.0, 20.0))
+        self.ownership.on_change = self.load_manager.bundles_changed
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 await self.ensure_defaults()
                 await self._register()
                 self.store.on_session_lost(self._session_lost)
+                if self.store.session_expires_by_timeout:
+                    nursery.start_soon(self._session_watchdog)
                 self.ready = True
                 nursery.start_soon(self._housekeeping)
                 nursery.start_soon(self._backlog_quota_loop)
                 nursery.start_soon(self._update_stats)
+                nursery.start_soon(self.load_manager.run)
                 nursery.start_soon(trio.serve_listeners, self._serve_connection, all_listeners)
                 if self.tls is not None:
                     nursery.start_soon(self.tls.watch)
@@ -160,20 +175,64 @@ class BrokerService:
                     pass
 
     async def _register(self) -> None:
-        path = f"/loadbalance/brokers/{self.config.advertised_address}:{self.web_port}"
-        data = values.pack({"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_url,
-                            "brokerVersionString": "quire-0.1", "startTimestamp": int(self.started_at * 1000)})
-        try:
-            await self.store.delete(path)
-        except MetadataError:
-            pass
-        await self.store.create(path, data, ephemeral=True, make_parents=True)
+        """Our ephemeral ``/loadbalance/brokers/<host:port>`` node, holding our load report."""
+        await self.load_manager.register()
+
+    @property
+    def session_timeout_s(self) -> float:
+        return self.config.metadata_store_session_timeout_millis / 1000.0
+
+    def session_fresh(self) -> bool:
+        """May this broker still hold its metadata session (and so its bundles)? False once
+        the session timeout has passed since the store last answered: by then the server may
+        have expired it and another broker may own those bundles."""
+        if not self.store.session_expires_by_timeout:
+            return True
+        return not self._session_given_up and trio.current_time() - self._session_ok_at < self.session_timeout_s
+
+    async def _session_watchdog(self) -> None:
+        """Learn of a lost session without waiting for the store to say so: ZooKeeper tells
+        a client its session expired only once it reconnects, so a broker cut off from it (or
+        paused) would otherwise go on serving bundles that another broker owns by now."""
+        timeout = self.session_timeout_s
+        interval = min(max(timeout / 10, 0.1), 2.0)
+
+        async def ping() -> None:
+            while True:
+                sent = trio.current_time()
+                try:
+                    with trio.move_on_after(timeout):
+                        await self.store.exists("/")
+                        self._session_ok_at = max(self._session_ok_at, sent)
+                        if self._session_given_up:
+                            self._session_given_up = False
+                            log.warning("metadata store answering again: re-registering, bundles re-acquired on lookup")
+                            self.spawn(self._reregister)
+                except MetadataError:
+                    pass
+                await trio.sleep(interval)
+
+        async def check() -> None:
+            while True:
+                await trio.sleep(interval / 2)
+                if not self._session_given_up and not self.session_fresh():
+                    log.warning("no answer from the metadata store for %.1f s (session timeout): "
+                                "giving up every bundle", trio.current_time() - self._session_ok_at)
+                    self._session_lost()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ping)
+            nursery.start_soon(check)
 
     def _session_lost(self) -> None:
+        """The session expired (or may have): stop serving every bundle at once. Topics are
+        fenced now (no publish accepted from here on) and closed; lookups acquire anew."""
         log.warning("metadata session lost: closing every topic")
+        self._session_given_up = True
         if self.ownership is not None:
-            self.ownership.owned.clear()
+            self.ownership.forget_all()
         for topic in list(self.topics.values()):
+            topic.fenced = True
             self.spawn(functools.partial(topic.close, reason="the metadata session was lost"))
         self.spawn(self._reregister)
 
@@ -182,6 +241,8 @@ class BrokerService:
         while True:
             try:
                 await self._register()
+                self._session_ok_at = trio.current_time()
+                self._session_given_up = False
                 return
             except MetadataError as exc:
                 log.warning("re-registering the broker failed (%r); retrying", exc)
@@ -300,13 +361,23 @@ class BrokerService:
         return url, redirect
 
     async def lookup_urls(self, name: TopicName, authoritative: bool = False) -> tuple[str, str | None, bool]:
-        """(pulsar:// URL, pulsar+ssl:// URL or None, redirect?) of the broker serving ``name``."""
-        policies = await self.namespaces.get_policies(name.namespace_name)
+        """(pulsar:// URL, pulsar+ssl:// URL or None, redirect?) of the broker serving ``name``. An
+        unowned bundle goes to the broker the load manager picks (``authoritative``: the lookup
+        was redirected here to acquire it, so this broker takes it)."""
+        owner = await self.lookup_owner(name, authoritative)
         assert self.ownership is not None
-        owner = await self.ownership.owner(name, policies["bundles"]["boundaries"])
         if self.ownership.is_mine(owner) or owner is None:
             return self.service_url, self.service_url_tls, False
         return owner["nativeUrl"], owner.get("nativeUrlTls"), True
+
+    async def lookup_owner(self, name: TopicName, authoritative: bool = False) -> dict[str, Any] | None:
+        """The owner's (or the chosen broker's) data for a lookup of ``name``."""
+        if not self.session_fresh():
+            raise ServiceNotReadyError("this broker lost its metadata session: it serves no bundle until it re-acquires it")
+        policies = await self.namespaces.get_policies(name.namespace_name)
+        assert self.ownership is not None
+        assign = None if authoritative else self.load_manager.assign
+        return await self.ownership.owner(name, policies["bundles"]["boundaries"], assign=assign, wait=True)
 
     async def topic_exists(self, name: TopicName) -> bool:
         if str(name) in self.topics:
@@ -339,11 +410,14 @@ class BrokerService:
         if not name.persistent:
             raise NotAllowedError("non-persistent topics are not supported")
         ns = name.namespace_name
+        if not self.session_fresh():
+            raise ServiceNotReadyError("this broker lost its metadata session: please redo the lookup")
         policies = await self.namespaces.get_policies(ns)
         assert self.ownership is not None
         owner = await self.ownership.owner(name, policies["bundles"]["boundaries"])
         if not self.ownership.is_mine(owner):
             raise ServiceNotReadyError(f"Namespace bundle for topic {name} not served by this instance. Please redo the lookup")
+        bundle_path = self.ownership.path(name, policies["bundles"]["boundaries"])
         if await self.namespaces.partitions(name) > 0:
             raise NotAllowedError(f"{name} is a partitioned topic: use its partitions")
         if not await self.topic_exists(name):
@@ -354,7 +428,7 @@ class BrokerService:
                 allowed = allowed or (n > name.partition_index)
             if not (create and allowed):
                 raise TopicNotFoundError(f"Topic {name} does not exist")
-        ml = await self.factory.open(name.managed_ledger_name, self.ml_config(policies))
+        ml = await self._open_ledger(name, policies, bundle_path)
         topic = PersistentTopic(self, name, ml, policies)
         topic.publish_latency = self.metrics.publish_latency.observe
         assert self._nursery is not None
@@ -368,6 +442,26 @@ class BrokerService:
         self.watch_policies(ns)
         log.info("loaded topic %s (%d subscriptions)", name, len(topic.subscriptions))
         return topic
+
+    async def _open_ledger(self, name: TopicName, policies: dict[str, Any], bundle_path: str) -> ManagedLedgerView:
+        """Open (recover) the topic's managed ledger. A failure that may pass (bookies briefly
+        short, the metadata store slow) is retried with back-off for up to
+        ``topic_load_timeout_seconds`` while this broker still owns the bundle; clients asking
+        meanwhile wait for this one load instead of each failing in turn."""
+        deadline = trio.current_time() + self.config.topic_load_timeout_seconds
+        delay = 0.1
+        while True:
+            try:
+                return await self.factory.open(name.managed_ledger_name, self.ml_config(policies))
+            except (ManagedLedgerNotFoundError, ManagedLedgerFencedError, ManagedLedgerClosedError):
+                raise
+            except ManagedLedgerError as exc:
+                assert self.ownership is not None
+                if trio.current_time() + delay > deadline or bundle_path not in self.ownership.owned:
+                    raise
+                log.warning("opening %s failed (%r); retrying in %.1f s", name, exc, delay)
+            await trio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def ml_config(self, policies: dict[str, Any]) -> ManagedLedgerConfig:
         return managed_ledger_config(self.config, policies)
@@ -411,14 +505,15 @@ class BrokerService:
         assert own is not None
         policies = await self.namespaces.get_policies(ns)
         path = own.bundle_path(ns, bundle)
-        own.disabled.add(path)
         try:
-            for topic in list(self.topics.values()):
-                if topic.name.namespace_name == ns and bundle_of(topic.name, policies["bundles"]["boundaries"]) == bundle:
-                    await topic.close(disconnect_clients=True, reason=f"its bundle {ns}/{bundle} is unloading")
-            await own.release(path)
+            await own.disable(path)  # the node says disabled: true until it is released
+            closing = [t for t in self.topics.values() if t.name.namespace_name == ns
+                       and bundle_of(t.name, policies["bundles"]["boundaries"]) == bundle]
+            async with trio.open_nursery() as nursery:  # all at once: the bundle is dark meanwhile
+                for topic in closing:
+                    nursery.start_soon(functools.partial(topic.close, True, reason=f"its bundle {ns}/{bundle} is unloading"))
         finally:
-            own.disabled.discard(path)
+            await own.release(path)
 
     async def delete_topic(self, name: TopicName, force: bool = False) -> None:
         if not await self.topic_exists(name):

@@ -260,8 +260,9 @@ class PersistentTopic:
     def publish(self, producer: Producer, slot: PendingSend, data: bytes, on_done: Callable[[], None]) -> None:
         """Persist one SEND; the receipt goes out (in order) when it is stored. No task per
         message: the managed ledger takes the entry's position now (SENDs keep their order)
-        and calls back once it is stored."""
-        if self.closed or self.fenced:
+        and calls back once it is stored. Nothing is stored once this broker's metadata session
+        is stale (it may have lost the bundle to another broker)."""
+        if self.closed or self.fenced or not self.service.session_fresh():
             producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is closing"))
             on_done()
             return

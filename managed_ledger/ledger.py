@@ -98,6 +98,10 @@ class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
         self._write_epoch = 0
         self._metadata_lock = trio.Lock()
         self._trim_lock = trio.Lock()
+        # No trim before every durable cursor is recovered: a trim meanwhile would see only
+        # the cursors recovered so far (none: "no durable cursor") and delete ledgers that a
+        # cursor not yet recovered still has to read.
+        self._cursors_recovered = False
         self._wake = trio.Event()  # wakes the background loop
         self._trim_requested = False
         self._new_entries = trio.Event()
@@ -232,6 +236,7 @@ class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
         for ledger_id in empty:
             await self.delete_ledger_quietly(ledger_id)
         await self._recover_cursors()
+        self._cursors_recovered = True
 
     async def _recover_cursors(self) -> None:
         try:

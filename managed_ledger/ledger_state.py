@@ -86,6 +86,7 @@ class ManagedLedgerState:
     _rollover_error: BaseException | None
     _write_epoch: int
     _metadata_lock: trio.Lock
+    _cursors_recovered: bool  # no trim before every durable cursor is recovered
     _trim_lock: trio.Lock
     _new_entries: trio.Event
     _nursery: trio.Nursery | None

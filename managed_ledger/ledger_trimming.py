@@ -23,6 +23,8 @@ class LedgerTrimming(ManagedLedgerState):
         async with self._trim_lock:
             if self.state in (State.CLOSED, State.FENCED, State.OPENING, State.CREATING_LEDGER):
                 return []
+            if not self._cursors_recovered:
+                return []
             slowest = self._slowest_durable_mark_delete()
             current_id = self.current_ledger_id
             doomed = ledgers_to_delete(

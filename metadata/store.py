@@ -118,6 +118,10 @@ class MetadataStore(abc.ABC):
 
         await remove(path)
 
+    # True when the session ends if the server hears nothing from us for the session timeout
+    # (ZooKeeper): a client cut off from it must assume the session lost after that long.
+    session_expires_by_timeout: bool = False
+
     @abc.abstractmethod
     def on_session_lost(self, callback: Callable[[], None]) -> None:
         """Register a callback run (on the trio loop) when the session expires or is lost;

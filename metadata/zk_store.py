@@ -126,6 +126,8 @@ async def _probe_hosts(hosts: str, timeout_s: float = 3.0) -> None:
 class ZooKeeperStore(MetadataStore):
     """MetadataStore over one kazoo client (one ZooKeeper session at a time)."""
 
+    session_expires_by_timeout = True
+
     def __init__(self, client: KazooClient, *, operation_timeout_s: float) -> None:
         self._client = client
         self._operation_timeout_s = operation_timeout_s

@@ -1,0 +1,63 @@
+"""The load manager's decisions as pure functions: placement score, split reasons and
+boundaries, and the threshold shedder's picks."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.errors import NamespaceNotFoundError, PreconditionFailedError
+from broker.load_manager import SplitLimits, bundles_to_shed, score, split_boundaries, split_reasons, usage_percent
+from broker.policies import bundle_boundaries
+
+
+def _report(bundles: dict[str, float], cpu: float = 0.0) -> dict:
+    """A report whose bundles carry these throughputs (bytes/s in)."""
+    stats = {b: {"msgThroughputIn": t, "msgThroughputOut": 0.0} for b, t in bundles.items()}
+    total = sum(bundles.values())
+    return {"bundles": sorted(bundles), "lastStats": stats, "msgThroughputIn": total, "msgThroughputOut": 0.0,
+            "cpu": {"usage": cpu, "limit": 100.0}, "bandwidthIn": {"usage": total / 1024, "limit": 1000.0}}
+
+
+def test_score_counts_bundles_and_traffic() -> None:
+    assert score({"bundles": ["a", "b"]}) == 2
+    assert score({"bundles": ["a"]}, extra_bundles=2) == 3
+    assert score({"bundles": [], "msgRateIn": 500.0, "msgRateOut": 500.0}) == pytest.approx(1.0)
+
+
+def test_usage_is_the_highest_resource_percentage() -> None:
+    assert usage_percent({"cpu": {"usage": 50.0, "limit": 200.0}, "memory": {"usage": 10.0, "limit": 100.0}}) == 25.0
+    assert usage_percent({"bandwidthIn": {"usage": 1.0, "limit": 0.0}}) == 0.0  # unknown limit: not counted
+
+
+def test_split_reasons_follow_each_limit() -> None:
+    limits = SplitLimits(max_topics=4, max_sessions=10, max_msg_rate=100.0, max_bandwidth_mbytes=1.0)
+    assert split_reasons({"topics": 4, "producerCount": 5, "consumerCount": 5}, limits) == []
+    assert len(split_reasons({"topics": 5}, limits)) == 1
+    assert len(split_reasons({"producerCount": 6, "consumerCount": 5}, limits)) == 1
+    assert len(split_reasons({"msgRateIn": 60.0, "msgRateOut": 41.0}, limits)) == 1
+    assert len(split_reasons({"msgThroughputIn": 2 * 1024 * 1024}, limits)) == 1
+
+
+def test_split_boundaries_halve_one_bundle() -> None:
+    bounds = bundle_boundaries(2)  # 0x00000000, 0x80000000, 0xffffffff
+    assert split_boundaries(bounds, f"{bounds[0]}_{bounds[1]}") == [bounds[0], "0x40000000", bounds[1], bounds[2]]
+    with pytest.raises(NamespaceNotFoundError):
+        split_boundaries(bounds, f"{bounds[0]}_{bounds[2]}")  # not one bundle
+    with pytest.raises(PreconditionFailedError):
+        split_boundaries(["0x00000000", "0x00000001", "0xffffffff"], "0x00000000_0x00000001")
+
+
+def test_the_threshold_shedder_moves_load_off_the_overloaded_broker_only() -> None:
+    busy = _report({"ns/b1": 600.0, "ns/b2": 300.0, "ns/b3": 100.0})
+    idle = _report({})
+    picks = bundles_to_shed({"busy": busy, "idle": idle}, {"busy": 80.0, "idle": 0.0}, 10.0, set())
+    # excess = 80 - 40 - 10 + 5 = 35 % of 1000 B/s: the busiest bundle (600) covers it
+    assert picks == [("busy", "ns/b1")]
+    # a bundle moved recently (grace period) is left alone: the next busiest ones go
+    picks = bundles_to_shed({"busy": busy, "idle": idle}, {"busy": 80.0, "idle": 0.0}, 10.0, {"ns/b1"})
+    assert picks == [("busy", "ns/b2"), ("busy", "ns/b3")]
+    # within the threshold of the average: nothing moves; a broker's last bundle never moves
+    assert bundles_to_shed({"busy": busy, "idle": idle}, {"busy": 15.0, "idle": 0.0}, 10.0, set()) == []
+    single = _report({"ns/b1": 1000.0})
+    assert bundles_to_shed({"busy": single, "idle": idle}, {"busy": 90.0, "idle": 0.0}, 10.0, set()) == []
+    assert bundles_to_shed({"busy": busy}, {"busy": 90.0}, 10.0, set()) == []  # one broker: nowhere to go
