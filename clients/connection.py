@@ -14,9 +14,12 @@ import math
 import os
 import ssl
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import trio
+
+from quire.outbox import Outbox
 
 from . import errors
 from .auth import Authentication
@@ -83,12 +86,9 @@ class ClientConnection:
         self._stream = stream
         self._config = config
         self._decoder = frames.FrameDecoder(config.max_frame_size)
-        self._out = bytearray()
-        self._out_lot = trio.lowlevel.ParkingLot()
-        self._writing = False  # the writer task is inside send_all
+        self._outbox = Outbox()  # the one coalescing writer every connection of the project uses
         sock = getattr(stream, "socket", None)  # a SocketStream's non-blocking socket (flush_now)
         self._fd = sock.fileno() if sock is not None else -1
-        self._drain_lot = trio.lowlevel.ParkingLot()
         self._pending: dict[int, _Waiter] = {}
         self._producers: dict[int, ProducerHandler] = {}
         self._consumers: dict[int, ConsumerHandler] = {}
@@ -163,7 +163,7 @@ class ClientConnection:
             waiter.error = failure
             waiter.event.set()
         self._pending.clear()
-        self._drain_lot.unpark_all()
+        self._outbox.close()  # releases drain() waiters
         producers, consumers = list(self._producers.values()), list(self._consumers.values())
         self._producers.clear()
         self._consumers.clear()
@@ -202,8 +202,7 @@ class ClientConnection:
         """Queue bytes for the writer task (never blocks; see ``drain``)."""
         if self.is_closed:
             raise errors.NotConnected(f"connection to {self.url} is closed")
-        self._out += data
-        self._out_lot.unpark_all()
+        self._outbox.put(data)
 
     def send(self, command: BaseCommand) -> None:
         self.write(frames.encode_command(command))
@@ -212,38 +211,19 @@ class ClientConnection:
         """Write what is buffered at once, from the loop thread, when the writer task is idle:
         a synchronous send then leaves without waiting a scheduler round for that task. What the
         socket does not take (or any error) stays for the writer task, which owns failures."""
-        out = self._out
-        if not out or self._writing or self.is_closed or self._fd < 0:
-            return
-        try:
-            sent = os.write(self._fd, out)
-        except OSError:  # EAGAIN or a broken connection: the writer task tries and reports
-            return
-        del out[:sent]
-        if not out:
-            self._drain_lot.unpark_all()
+        if self._fd >= 0 and not self.is_closed:
+            self._outbox.write_now(partial(os.write, self._fd))
 
     @property
     def buffered(self) -> int:
-        return len(self._out)
+        return self._outbox.queued_bytes
 
     async def drain(self) -> None:
         """Wait until the outgoing buffer is below the high-water mark (or the connection closed)."""
-        while len(self._out) > WRITE_HIGH_WATER and not self.is_closed:
-            await self._drain_lot.park()
+        await self._outbox.wait_below(WRITE_HIGH_WATER)
 
     async def _writer(self) -> None:
-        while True:
-            while not self._out:
-                await self._out_lot.park()
-            data = bytes(self._out)
-            self._out.clear()
-            self._drain_lot.unpark_all()
-            self._writing = True
-            try:
-                await self._stream.send_all(data)
-            finally:
-                self._writing = False
+        await self._outbox.run(self._stream.send_all)
 
     # -- requests ----------------------------------------------------------------------------
 

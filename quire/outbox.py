@@ -58,6 +58,23 @@ class Outbox:
         self.queued_bytes += sum(map(len, frames)) if nbytes < 0 else nbytes
         self._wake()
 
+    def write_now(self, write: Callable[[bytes], int]) -> None:
+        """Send what is queued from the caller, when the writer is not in a send: a synchronous
+        request then leaves without waiting a scheduler round for the writer task. ``write`` is a
+        non-blocking write returning the bytes taken; what it does not take (or an OSError, which
+        the writer task will meet and report) stays queued for the writer."""
+        frames = self._frames
+        if self._sending or not frames or self.closed:
+            return
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        try:
+            n = write(data)
+        except OSError:  # EAGAIN or a broken connection: the writer tries and owns the failure
+            self._frames = [data]
+            return
+        self._frames = [data[n:]] if n < len(data) else []
+        self._sent(n)
+
     def _wake(self) -> None:
         task = self._writer
         if task is not None:

@@ -33,12 +33,16 @@ async def test_redirects_and_owner_failover(quire_procs: QuireProcesses, zk_url:
             start_bookie(quire_procs, zk_url, tmp_path, i)
         return _broker(quire_procs, zk_url), _broker(quire_procs, zk_url)
 
-    pa, pb = await trio.to_thread.run_sync(start)
-    broker_a = quire_procs.procs[-2]
+    p1, p2 = await trio.to_thread.run_sync(start)
+    procs = {p1: quire_procs.procs[-2], p2: quire_procs.procs[-1]}
     topic = "persistent://public/default/failover"
-    # Broker A is asked first, so it owns the bundle.
-    async with AsyncClient(f"pulsar://127.0.0.1:{pa}") as first:
-        await (await first.create_producer(topic)).close()
+    # The load manager places the bundle on one of the two (the least loaded): call it A.
+    async with AsyncClient(f"pulsar://127.0.0.1:{p1}") as first:
+        created = await first.create_producer(topic)
+        pa = int(created._cnx.url.rsplit(":", 1)[1])
+        await created.close()
+    pb = p2 if pa == p1 else p1
+    broker_a = procs[pa]
     # This client's service URL lists B first: its lookups are redirected to A.
     async with AsyncClient(f"pulsar://127.0.0.1:{pb},127.0.0.1:{pa}", operation_timeout_seconds=10) as client:
         consumer = await client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
