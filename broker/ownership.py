@@ -9,6 +9,7 @@ it disappears with the owner's metadata session, and the next lookup elects a ne
 from __future__ import annotations
 
 import bisect
+import logging
 import zlib
 from typing import Any, Awaitable, Callable
 
@@ -21,6 +22,8 @@ from metadata import values
 from metadata.errors import AlreadyExistsError, BadVersionError, MetadataError, NotFoundError
 from metadata.store import MetadataStore
 
+
+log = logging.getLogger(__name__)
 
 def _checked(boundaries: list[str], what: object) -> list[int]:
     # Policies are validated when read, but whatever reaches here must never crash a lookup.
@@ -122,6 +125,7 @@ class OwnershipCache:
             raw, stat = await self.store.get(path)
             if values.unpack(raw).get("nativeUrl") == self.native_url:
                 await self.store.delete(path, stat.version)
+                log.info("ownership: %s released bundle %s", self.native_url, path.removeprefix("/namespace/"))
         except (NotFoundError, BadVersionError):
             pass  # gone already, or no longer ours
         finally:
@@ -187,6 +191,7 @@ class OwnershipCache:
             try:
                 await self.store.create(path, values.pack(self._mine()), ephemeral=True, make_parents=True)
                 self.owned.add(path)
+                log.info("ownership: %s acquired bundle %s/%s", self.native_url, ns, bundle)
                 self.on_change()
                 return self._mine()
             except AlreadyExistsError:
@@ -224,6 +229,8 @@ class OwnershipCache:
 
     def forget_all(self) -> None:
         """The metadata session is (or may be) lost: nothing is ours until acquired again."""
+        if self.owned:
+            log.info("ownership: %s gave up %d bundles (metadata session lost)", self.native_url, len(self.owned))
         self.owned.clear()
 
     async def release_all(self) -> None:

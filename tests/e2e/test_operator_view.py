@@ -72,6 +72,7 @@ def test_operator_log_lines(node: Standalone) -> None:
     topic = re.escape(TOPIC)
     wait_for_lines(node, [
         rf"loaded topic {topic}",
+        r"ownership: pulsar://\S+ acquired bundle public/default/0x[0-9a-f]+_0x[0-9a-f]+",
         rf"producer ops-producer opened on {topic} from 127\.0\.0\.1:\d+",
         rf"producer ops-producer closed on {topic} from 127\.0\.0\.1:\d+",
         rf"subscription ops-sub opened on {topic}",
