@@ -66,15 +66,16 @@ class SyncThread:
                 log.exception("checkpoint failed; will retry")
                 await trio.sleep(1.0)
 
+    def _advance_persisted(self, mark: LogMark) -> None:
+        if invariants.ENABLED and mark < self.persisted_mark:
+            invariants.violated(f"lastMark moving back from {self.persisted_mark} to {mark}")
+        self.persisted_mark = mark
+
     async def checkpoint(self) -> LogMark:
         """One full checkpoint; returns the persisted mark."""
         async with self._lock:
             try:
                 mark = await self.storage.checkpoint(self.journal)
-                if invariants.ENABLED and mark is not None and mark < self.persisted_mark:
-                    # the guard below would silently skip it: a mark behind the persisted one
-                    # means the checkpoint flushed less than an earlier one claimed
-                    invariants.violated(f"lastMark moving back from {self.persisted_mark} to {mark}")
                 if mark is not None and mark > self.persisted_mark:
                     await trio.to_thread.run_sync(log_mark.write_mark, ledger_dirs_current(self.config), mark)
             except Exception as exc:
@@ -83,7 +84,10 @@ class SyncThread:
                 self.on_disk_full(str(exc))
                 raise DiskFullError(str(exc)) from exc
             if mark is not None and mark > self.persisted_mark:
-                self.persisted_mark = mark
+                # A checkpoint may compute a mark behind the persisted one (nothing newer was
+                # flushed; journals rolled since): it is then not written. What is persisted
+                # only ever moves forward.
+                self._advance_persisted(mark)
                 await trio.to_thread.run_sync(self.journal.gc_journals, mark)
             self.checkpoints += 1
             return self.persisted_mark

@@ -44,4 +44,4 @@ def test_the_sample_files_load() -> None:
         assert isinstance(BrokerConfig.load(path), BrokerConfig)
         assert isinstance(ledger_client_config(path), ClientConfig)
     for name in ("standalone.toml", "bookie.toml"):
-        assert isinstance(BookieConfig.from_toml(ROOT / "docs" / "config" / name), BookieConfig)
+        assert isinstance(BookieConfig.load(ROOT / "docs" / "config" / name), BookieConfig)
