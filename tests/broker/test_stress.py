@@ -40,8 +40,11 @@ async def test_no_message_lost_under_nacks_and_churn(broker: BrokerService, kind
             @guarded
             def consume(name: str, stop_after: int | None) -> None:
                 # batch-index acks: a redelivered batch carries only its unacked messages
+                # Earliest: a consumer thread may subscribe after the producers' first sends
+                # (a "latest" subscription created then would rightly never see them)
                 c = client.subscribe(topic, "s", consumer_type=kind, consumer_name=name, batch_index_ack_enabled=True,
-                                     negative_ack_redelivery_delay_ms=50, receiver_queue_size=50)
+                                     negative_ack_redelivery_delay_ms=50, receiver_queue_size=50,
+                                     initial_position=pulsar.InitialPosition.Earliest)
                 seen = 0
                 idle_since = time.monotonic()
                 # Stop once everything is acked; a long silence (20 s) is a failure, not a
