@@ -405,7 +405,10 @@ class LoadManager:
                 best, best_score = [broker], s
             elif abs(s - best_score) <= 1e-9:
                 best.append(broker)
-        chosen = random.choice(best) if best else me
+        # A tie that includes this broker is kept here: its own count is live, while the others'
+        # reports may be a few seconds old (a bundle another broker just took is not in them yet,
+        # so sending this one there too would stack both on it).
+        chosen = me if (me in best or not best) else random.choice(best)
         if chosen == me:
             return None
         self._pending.setdefault(chosen, []).append((now, f"{ns}/{bundle}"))
