@@ -26,7 +26,7 @@ from broker.entry_meta import entry_info
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
 from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
-from managed_ledger.errors import ManagedLedgerError
+from managed_ledger.errors import ManagedLedgerError, ManagedLedgerFencedError
 from managed_ledger.interfaces import ManagedCursorView
 
 if TYPE_CHECKING:
@@ -197,6 +197,10 @@ class Subscription:
                     progressed = await self._dispatch_once()
             except (ManagedLedgerError, BrokerError) as exc:
                 log.warning("dispatch on %s/%s failed: %r", self.topic.name, self.name, exc)
+                if isinstance(exc, ManagedLedgerFencedError):
+                    # another broker owns the topic now: close it here so the clients look it
+                    # up again (retrying reads on a fenced ledger would stall them for good)
+                    self.topic.fence(exc)
                 progressed = False
                 await trio.sleep(0.2)
             if progressed:
@@ -437,6 +441,8 @@ class Subscription:
                 self._skipped = {p for p in self._skipped if p > self.cursor.mark_delete_position}
         except ManagedLedgerError as exc:
             log.warning("persisting acks on %s/%s failed: %r", self.topic.name, self.name, exc)
+            if isinstance(exc, ManagedLedgerFencedError):
+                self.topic.fence(exc)  # another owner: the clients must reconnect there
             error = PersistenceError(str(exc))
         for cb in callbacks:
             cb(error)

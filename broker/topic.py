@@ -193,6 +193,11 @@ class PersistentTopic:
         self.service.forget_topic(self)
         self.close_done.set()
 
+    def fence(self, exc: BaseException) -> None:
+        """The managed ledger says another broker owns the topic (or a write failed): close it
+        here, so its clients look it up again."""
+        self._fenced(exc)
+
     def _fenced(self, exc: BaseException) -> None:
         if self.fenced:
             return
