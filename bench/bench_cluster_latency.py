@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_e2e import cpu_seconds  # noqa: E402
+from bench.bench_e2e import cpu_seconds, paced_send_latencies  # noqa: E402
 from tests.chaos.topology import ClusterTopology  # noqa: E402
 
 
@@ -46,17 +46,7 @@ def main() -> None:
         for _ in range(100):
             producer.send(payload)  # warm-up: topic loaded, ledger open, connections made
         cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
-        lat = []
-        interval = 1.0 / args.rate
-        next_at = time.perf_counter()
-        for _ in range(args.messages):
-            now = time.perf_counter()
-            if now < next_at:
-                time.sleep(next_at - now)
-            t0 = time.perf_counter()
-            producer.send(payload)
-            lat.append(time.perf_counter() - t0)
-            next_at += interval
+        lat = paced_send_latencies(producer.send, payload, args.messages, args.rate)
         cpu = {n: (cpu_seconds(p) - cpu0[n]) / args.messages * 1e6 for n, p in pids.items()}
         producer.close()
         client.close()

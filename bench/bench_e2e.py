@@ -39,7 +39,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,6 +64,22 @@ PRODUCER_SETTINGS = {
 CONSUMER_SETTINGS: dict = {"receiver_queue_size": 20_000, "api": "batch_receive"}
 BATCH_RECEIVE_POLICY = (1000, 4 * 1024 * 1024, 10)  # max messages, max bytes, timeout ms
 ACK_EVERY = 1000  # receive API: cumulative ack every N messages (batch_receive: after each batch)
+
+
+def paced_send_latencies(send: Any, payload: bytes, n: int, rate: float) -> list[float]:
+    """``n`` one-at-a-time sends at ``rate`` per second; the seconds each took."""
+    lat = []
+    interval = 1.0 / rate
+    next_at = time.perf_counter()
+    for _ in range(n):
+        now = time.perf_counter()
+        if now < next_at:
+            time.sleep(next_at - now)
+        t0 = time.perf_counter()
+        send(payload)
+        lat.append(time.perf_counter() - t0)
+        next_at += interval
+    return lat
 
 
 def cpu_seconds(pid: int) -> float:
@@ -168,18 +184,8 @@ def latency(client, n: int, rate: float, server_pid: int) -> dict:  # type: igno
     payload = os.urandom(100)
     for _ in range(50):
         producer.send(payload)  # warm-up: topic loaded, ledger open
-    lat = []
-    interval = 1.0 / rate
     server_cpu0 = cpu_seconds(server_pid)
-    next_at = time.perf_counter()
-    for _ in range(n):
-        now = time.perf_counter()
-        if now < next_at:
-            time.sleep(next_at - now)
-        t0 = time.perf_counter()
-        producer.send(payload)
-        lat.append(time.perf_counter() - t0)
-        next_at += interval
+    lat = paced_send_latencies(producer.send, payload, n, rate)
     server_cpu = cpu_seconds(server_pid) - server_cpu0
     producer.close()
     lat.sort()
