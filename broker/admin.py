@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 import httpx
 import trio
-from hypercorn.config import Config
 from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -36,6 +35,7 @@ from broker.errors import (
     PreconditionFailedError,
     TopicNotFoundError,
 )
+from quire.asgi_tls import TlsConfig, install_tls_scope, peer_cert
 from quire.http_guard import guard_connections
 from broker.names import NamespaceName, TopicName
 from broker.ownership import bundles
@@ -76,6 +76,15 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def _error(status: int, reason: str) -> JSONResponse:
     return JSONResponse({"reason": reason}, status_code=status)
+
+
+def _to_owner(request: Request, owner: Mapping[str, Any], query: str | None = None) -> Response:
+    """307 to the owner broker's admin URL. An HTTPS request goes on over HTTPS (Pulsar keeps
+    the scheme), so its credentials are not downgraded to plain HTTP."""
+    base = owner.get("httpUrlTls") if request.url.scheme == "https" else None
+    url = (base or owner["httpUrl"]).rstrip("/") + request.url.path
+    query = request.url.query if query is None else query
+    return RedirectResponse(url + ("?" + query if query else ""), status_code=307)
 
 
 class RequestTooLargeError(BrokerError):
@@ -212,22 +221,26 @@ class AdminApi:
     # -- helpers ---------------------------------------------------------------------------
 
     async def authenticate(self, request: Request, access: Access | None) -> str | None:
-        """The caller's role from ``Authorization: Bearer|Basic`` (or the anonymous role); None
+        """The caller's role from ``Authorization: Bearer|Basic``, else the CN of a verified HTTPS
+        client certificate (with the ``tls`` provider), else the anonymous role; None
         when authentication is off or the route needs none. AuthenticationError: 401."""
         authn = self.service.authn
         if not authn.enabled or (access is not None and not self.service.authz.needs_role(access)):
             return None
         method = "none"
+        cert = peer_cert(request.scope)  # verified by the HTTPS handshake (role = CN), else None
         try:
             method, data = authn.http_credentials(request.headers.get("authorization"))
             provider = authn.provider(method)
             if provider is None:
-                result = authn.anonymous(None)
+                if cert and "tls" in authn.providers:
+                    method = "tls"
+                result = authn.anonymous(cert)
             elif provider.blocking:
-                result = await trio.to_thread.run_sync(provider.authenticate, data, None,
+                result = await trio.to_thread.run_sync(provider.authenticate, data, cert,
                                                        limiter=self.service.auth_limiter)
             else:
-                result = provider.authenticate(data, None)
+                result = provider.authenticate(data, cert)
         except SecurityError as exc:
             self.service.metrics.authentication_failed(method, str(exc))
             raise
@@ -250,10 +263,7 @@ class AdminApi:
         owner = await own.owner(name, policies["bundles"]["boundaries"])
         if own.is_mine(owner) or owner is None:
             return None
-        url = owner["httpUrl"].rstrip("/") + request.url.path
-        if request.url.query:
-            url += "?" + request.url.query
-        return RedirectResponse(url, status_code=307)
+        return _to_owner(request, owner)
 
     async def _loaded(self, name: TopicName) -> PersistentTopic:
         return await self.service.get_topic(name, create=False)
@@ -456,7 +466,7 @@ class AdminApi:
         if owner is None:
             return None  # nobody serves it: nothing to unload
         if not own.is_mine(owner):
-            return RedirectResponse(owner["httpUrl"].rstrip("/") + request.url.path, status_code=307)
+            return _to_owner(request, owner)
         await self.service.unload_bundle(ns, bundle)
         return None
 
@@ -564,10 +574,7 @@ class AdminApi:
             owner = await own.bundle_owner_or_acquire(ns, bundle)
             if not own.is_mine(owner):
                 assert owner is not None
-                target = owner["httpUrl"].rstrip("/") + request.url.path
-                if request.url.query:
-                    target += "?" + request.url.query
-                return RedirectResponse(target, status_code=307)
+                return _to_owner(request, owner)
         await self.service.load_manager.split(ns, bundle, unload=_flag(request, "unload"))
         return None
 
@@ -848,8 +855,7 @@ class AdminApi:
             http, http_tls = self.service.web_url, self.service.web_url_tls
         elif owner.get("assigned"):
             # The load manager placed the unowned bundle on another broker: that one acquires it.
-            target = owner["httpUrl"].rstrip("/") + request.url.path + "?authoritative=true"
-            return RedirectResponse(target, status_code=307)
+            return _to_owner(request, owner, "authoritative=true")
         else:
             url, url_tls = owner["nativeUrl"], owner.get("nativeUrlTls")
             http, http_tls = owner.get("httpUrl", ""), owner.get("httpUrlTls")
@@ -1024,24 +1030,12 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return _error(500, f"internal error: {type(exc).__name__}")
 
 
-class _TlsConfig(Config):
-    """hypercorn's Config with our ServerTls context (reloaded when its files change)."""
-
-    tls: ServerTls | None = None
-
-    @property
-    def ssl_enabled(self) -> bool:
-        return self.tls is not None
-
-    def create_ssl_context(self) -> Any:
-        return self.tls.context if self.tls is not None else None
-
-
 async def serve_admin(service: "BrokerService", host: str, port: int, *,
                       task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Run the admin HTTP server; started() reports the bound port."""
     guard_connections()
-    config = _TlsConfig()
+    install_tls_scope()  # the client certificate of an HTTPS request reaches authenticate()
+    config = TlsConfig()
     config.bind = [f"{host}:{port}"]
     tls_port = service.config.web_service_port_tls
     tls = ServerTls.from_config(service.config, alpn=["http/1.1"]) if tls_port >= 0 else None

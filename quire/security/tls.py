@@ -87,6 +87,14 @@ class ServerTls:
 
     @classmethod
     def from_config(cls, config: Any, alpn: list[str] | None = None) -> "ServerTls":
+        from quire.security.providers import provider_method
+
+        methods = ({provider_method(n) for n in getattr(config, "authentication_providers", None) or []}
+                   if getattr(config, "authentication_enabled", False) else set())
+        if "tls" in methods and not config.tls_trust_certs_file_path:
+            # Without a trust file no client certificate is asked for, so none could name a role.
+            raise SecurityConfigError("the tls authentication provider needs tls_trust_certs_file_path "
+                                      "(the CA that client certificates chain to)")
         return cls(config.tls_certificate_file_path, config.tls_key_file_path, config.tls_trust_certs_file_path,
                    require_client_cert=config.tls_require_trusted_client_cert_on_connect,
                    allow_insecure=config.tls_allow_insecure_connection,

@@ -174,6 +174,41 @@ def test_https_admin(tls: TlsNode) -> None:
         assert h.get("/admin/v2/clusters").status_code == 401
 
 
+def https_client(tls: TlsNode, cert: Issued | None) -> httpx.Client:
+    ctx = ssl.create_default_context(cafile=str(tls.ca.file))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert.cert), str(cert.key))
+    return httpx.Client(base_url=f"https://127.0.0.1:{tls.web_tls_port}", verify=ctx, timeout=10)
+
+
+def test_https_admin_client_certificate_is_the_role(tls: TlsNode) -> None:
+    """Pulsar's AuthenticationTLS on admin HTTPS: the CN of a certificate the handshake verified
+    against tls_trust_certs_file_path is the role, checked like a token's subject."""
+    superuser = tls.ca.issue("admin-client", SUPERUSER, client=True)
+    topic = "/admin/v2/persistent/public/default/https-cert-topic"
+    with https_client(tls, superuser) as h:
+        assert h.get("/admin/v2/clusters").json() == ["standalone"]
+        assert h.put(topic).status_code == 204
+    with https_client(tls, tls.client) as h:  # CN tls-client: produce+consume on public/default only
+        r = h.get(topic + "/subscriptions")
+        assert (r.status_code, r.json()) == (200, [])
+        r = h.put("/admin/v2/tenants/by-cert", json={"adminRoles": [], "allowedClusters": ["standalone"]})
+        assert r.status_code == 403, r.text
+        # a token still wins over the certificate: the request is the token's role
+        r = h.put("/admin/v2/tenants/by-cert-token", json={"adminRoles": [], "allowedClusters": ["standalone"]},
+                  headers={"Authorization": f"Bearer {tls.token()}"})
+        assert r.status_code == 204, r.text
+    with https_client(tls, None) as h:
+        r = h.get(topic + "/subscriptions")
+        assert r.status_code == 401 and "reason" in r.json()
+    # a certificate of another CA (CN "admin", the superuser) never gets past the handshake
+    with https_client(tls, tls.rogue) as h:
+        with pytest.raises(httpx.HTTPError):
+            h.get("/admin/v2/clusters")
+    # plain HTTP carries no certificate: the same route wants credentials there
+    assert httpx.get(tls.node.admin + topic.replace("https-cert-topic", "x") + "/subscriptions").status_code == 401
+
+
 def served_cn(port: int, ca: Path) -> str:
     ctx = ssl.create_default_context(cafile=str(ca))
     ctx.check_hostname = False
