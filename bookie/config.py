@@ -58,6 +58,13 @@ class BookieConfig:
     tls_trust_store: str = ""
     tls_client_authentication: bool = False
     tls_cert_files_refresh_duration_seconds: int = 300
+    # HTTPS on http_server_port (BookKeeper's httpServerTlsEnable): the admin API and /metrics
+    # speak only TLS. http_server_key_store_path: one PEM file holding the certificate chain and
+    # its key (BookKeeper's httpServerKeyStorePath, a key store); "" = the bookie port's
+    # tls_certificate_path and tls_key_store. Reloaded like those, every
+    # tls_cert_files_refresh_duration_seconds.
+    http_server_tls_enable: bool = False
+    http_server_key_store_path: str = ""
 
     # --- directories --------------------------------------------------------------------
     journal_directory: str = "/tmp/bk-txn"
@@ -151,6 +158,10 @@ class BookieConfig:
             raise ConfigError("max_request_buffer_size_mb and connection_stall_timeout_ms must be positive")
         if self.server_write_buffer_low_water_mark > self.server_write_buffer_high_water_mark:
             raise ConfigError("server_write_buffer_low_water_mark must not exceed the high-water mark")
+        if self.http_server_tls_enable and not self.http_server_key_store_path and not (
+                self.tls_certificate_path and self.tls_key_store):
+            raise ConfigError("http_server_tls_enable needs http_server_key_store_path, or tls_certificate_path "
+                              "and tls_key_store")
 
     @property
     def bookie_id(self) -> str:

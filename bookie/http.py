@@ -24,7 +24,6 @@ import json
 from typing import TYPE_CHECKING
 
 import trio
-from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,7 +32,9 @@ from starlette.routing import Route
 
 from bookie.http_admin import ledger_dir_bytes
 from bookie.http_admin import routes as operator_routes
+from quire.asgi_tls import TlsConfig
 from quire.config import naming_the_port
+from quire.security.tls import ServerTls
 from quire.http_guard import guard_connections
 
 if TYPE_CHECKING:
@@ -214,12 +215,25 @@ class _RequireToken:
         await self.app(scope, receive, send)  # type: ignore[arg-type]
 
 
+def http_tls(bookie: "Bookie") -> ServerTls | None:
+    """The HTTPS context of the HTTP port (None: plain HTTP), from ``http_server_tls_enable``."""
+    cfg = bookie.config
+    if not cfg.http_server_tls_enable:
+        return None
+    cert, key = ((cfg.http_server_key_store_path, cfg.http_server_key_store_path) if cfg.http_server_key_store_path
+                 else (cfg.tls_certificate_path, cfg.tls_key_store))
+    return ServerTls(cert, key, refresh_seconds=cfg.tls_cert_files_refresh_duration_seconds, alpn=["http/1.1"])
+
+
 async def serve_http(
     bookie: "Bookie", host: str, port: int, shutdown: trio.Event, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Serve until ``shutdown`` is set; ``task_status.started`` gets the bound port."""
+    """Serve until ``shutdown`` is set; ``task_status.started`` gets the bound port. With
+    ``http_server_tls_enable`` the port speaks HTTPS only (hypercorn's "bind" is its TLS side)."""
     guard_connections()  # one client's broken connection must not end the process
-    cfg = HypercornConfig()
+    tls = http_tls(bookie)
+    cfg = TlsConfig()
+    cfg.tls = tls
     cfg.bind = [f"{host}:{port}"]
     cfg.accesslog = None
     cfg.errorlog = None
@@ -230,4 +244,8 @@ async def serve_http(
             task_status.started(int(binds[0].rsplit(":", 1)[1]))
 
     with naming_the_port("http_server_port", host, port):
-        await serve(build_app(bookie), cfg, shutdown_trigger=shutdown.wait, task_status=_Status())  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+            if tls is not None:
+                nursery.start_soon(tls.watch)
+            await serve(build_app(bookie), cfg, shutdown_trigger=shutdown.wait, task_status=_Status())  # type: ignore[arg-type]
+            nursery.cancel_scope.cancel()

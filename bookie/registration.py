@@ -94,7 +94,9 @@ class Registration:
 
     def _info(self) -> bytes:
         # The bound HTTP port (the configured one may be 0 = any): `quire cluster-status` asks it for disk usage.
+        # http_tls: the HTTP port speaks HTTPS (http_server_tls_enable).
         return pack({"bookie_id": self.config.bookie_id, "http_port": self.http_port or self.config.http_server_port,
+                     "http_tls": self.config.http_server_tls_enable,
                      "read_only": self.state.read_only, "started_at": self.state.started_at})
 
     async def register(self) -> None:

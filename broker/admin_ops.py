@@ -158,7 +158,7 @@ async def cluster_status(api: "AdminApi", request: Request) -> Any:
     """GET /admin/v2/quire/cluster-status: brokers, bookies, bundle owners, under-replication."""
     from broker.cluster_status import collect
 
-    return await collect(api.service.store)
+    return await collect(api.service.store, api.service.ledger_client_config)
 
 
 # (path, handler, {method: the Access it needs}), like broker.admin.ROUTE_TABLE (the access

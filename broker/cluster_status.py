@@ -20,6 +20,8 @@ from typing import Any
 
 import trio
 
+from bookie.client.config import ClientConfig
+from bookie.http_client import bookie_http, bookie_http_url
 from metadata import values
 from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
@@ -70,7 +72,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-async def _bookie_disk(bookie_id: str, info: dict[str, Any]) -> dict[str, Any] | None:
+async def _bookie_disk(bookie_id: str, info: dict[str, Any], ledger_client: ClientConfig | None) -> dict[str, Any] | None:
     port = info.get("http_port") if isinstance(info, dict) else None
     if not port:
         return None
@@ -78,8 +80,8 @@ async def _bookie_disk(bookie_id: str, info: dict[str, Any]) -> dict[str, Any] |
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=2) as http:
-            resp = await http.get(f"http://{host}:{port}/api/v1/bookie/info")
+        async with bookie_http(ledger_client, timeout=2) as http:
+            resp = await http.get(bookie_http_url(host, port, info) + "/api/v1/bookie/info")
         body = resp.json()
     except (httpx.HTTPError, ValueError):
         return None
@@ -89,7 +91,7 @@ async def _bookie_disk(bookie_id: str, info: dict[str, Any]) -> dict[str, Any] |
     return {"freeBytes": free, "totalBytes": total, "usedPercent": round(100 * (total - free) / total, 1)}
 
 
-async def _bookies(store: MetadataStore) -> list[dict[str, Any]]:
+async def _bookies(store: MetadataStore, ledger_client: ClientConfig | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for read_only, base in ((False, BOOKIES), (True, READONLY)):
         for bid in await _children(store, base):
@@ -99,7 +101,7 @@ async def _bookies(store: MetadataStore) -> list[dict[str, Any]]:
             rows.append({"id": bid, "state": "read-only" if read_only else "writable", "info": info, "disk": None})
 
     async def disk(row: dict[str, Any]) -> None:
-        row["disk"] = await _bookie_disk(row["id"], row["info"])
+        row["disk"] = await _bookie_disk(row["id"], row["info"], ledger_client)
 
     async with trio.open_nursery() as nursery:
         for row in rows:
@@ -136,13 +138,15 @@ async def _under_replicated(store: MetadataStore) -> list[dict[str, Any]]:
     return found
 
 
-async def collect(store: MetadataStore) -> dict[str, Any]:
-    """The cluster as the metadata store describes it (see the module docstring)."""
+async def collect(store: MetadataStore, ledger_client: ClientConfig | None = None) -> dict[str, Any]:
+    """The cluster as the metadata store describes it (see the module docstring). The bookies'
+    HTTP API is asked like the ledger client asks their port (``ledger_client``: its TLS trust
+    and token), over HTTPS when a bookie registered ``http_tls``."""
     brokers = [{"id": b, "data": _plain(await _data(store, f"{BROKERS}/{b}")) or {}}
                for b in await _children(store, BROKERS)]
     return {
         "brokers": brokers,
-        "bookies": await _bookies(store),
+        "bookies": await _bookies(store, ledger_client),
         "bundles": await _bundle_owners(store),
         "underReplicatedLedgers": await _under_replicated(store),
     }

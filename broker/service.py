@@ -69,6 +69,8 @@ class BrokerService:
         self.config = config
         self.store = store
         self.factory = ml_factory
+        # The ledger client's settings (TLS trust, bookie token): also how the bookies' HTTP API is called.
+        self.ledger_client_config = ClientConfig()
         self.namespaces = NamespaceResources(store, config.cluster_name, config.default_number_of_namespace_bundles)
         self.schemas = SchemaRegistry(store)
         self.authn = AuthenticationService.from_config(config)
@@ -590,6 +592,7 @@ async def run_broker(
     async with BookKeeper(store, client_config or ClientConfig(), local_bookies=local_bookies) as bk:
         async with ManagedLedgerFactory(store, bk, managed_ledger_config(config)) as factory:
             service = BrokerService(config, store, factory)
+            service.ledger_client_config = bk.config
             async with trio.open_nursery() as nursery:
                 await nursery.start(serve_admin, service, config.bind_address, config.web_service_port)
                 await nursery.start(service.run)

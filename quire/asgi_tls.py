@@ -74,7 +74,7 @@ def install_tls_scope() -> None:
     if getattr(base, "_quire_tls_scope", False):
         return
 
-    class TlsScopeTCPServer(base):  # type: ignore[misc, valid-type]
+    class TlsScopeTCPServer(base):
         _quire_tls_scope = True
 
         def __init__(self, app: Any, config: Any, context: Any, state: Any, stream: Any) -> None:
@@ -82,7 +82,7 @@ def install_tls_scope() -> None:
                 app = _WithTlsScope(app, stream)
             super().__init__(app, config, context, state, stream)
 
-    trio_run.TCPServer = TlsScopeTCPServer
+    setattr(trio_run, "TCPServer", TlsScopeTCPServer)  # the name worker_serve looks up per connection
 
 
 def peer_cert(scope: Any) -> dict[str, Any] | None:
