@@ -36,9 +36,26 @@ class AdminClient:
             verify = ssl.create_default_context(cafile=tls_trust_certs_file_path)
         self._http = httpx.Client(base_url=self._url, timeout=30, headers=headers, verify=verify)
 
+    MAX_REDIRECTS = 5
+
+    def _request(self, method: str, path: str, body: Any) -> httpx.Response:
+        """One call, following the brokers' 307s to a topic's owner itself: httpx would drop
+        ``Authorization`` on a redirect to another port (a new origin), and the owner broker of
+        the same cluster needs the caller's credentials as much as this one did (Pulsar's admin
+        client re-sends them too). An https -> http redirect is refused: no credentials in clear."""
+        resp = self._http.request(method, path, json=body)
+        for _ in range(self.MAX_REDIRECTS):
+            if resp.status_code not in (307, 308) or "location" not in resp.headers:
+                return resp
+            target = resp.url.join(resp.headers["location"])
+            if resp.url.scheme == "https" and target.scheme != "https":
+                raise click.ClickException(f"{method} {path}: refusing a redirect from https to {target}")
+            resp = self._http.request(method, target, json=body)  # the client's headers go to any URL
+        raise click.ClickException(f"{method} {path}: more than {self.MAX_REDIRECTS} redirects")
+
     def call(self, method: str, path: str, body: Any = None, *, raw: bool = False) -> Any:
         try:
-            resp = self._http.request(method, path, json=body)
+            resp = self._request(method, path, body)
         except httpx.ConnectError:
             where = f"{self._http.base_url.host}:{self._http.base_url.port}"
             raise click.ClickException(
