@@ -1,0 +1,223 @@
+"""TLS and credentials across a cluster (issue 18): real ZooKeeper, two ``quire bookie``
+processes (TLS on the bookie port, HTTPS on the HTTP port, a token required of clients) and two
+``quire broker`` processes (token authentication and authorization, ``pulsar+ssl://`` and
+``https://`` listeners, a ledger client that trusts the bookies' CA and presents the broker
+token). Checked: the bookie HTTP API and its internal caller (cluster status) over HTTPS; an
+admin request sent to the broker that does not own the topic reaches the owner with the
+caller's credentials (``quire admin`` re-sends them on the 307); a binary lookup over TLS on
+the non-owner answers the owner's ``brokerServiceUrlTls`` and both clients follow it."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pulsar
+import pytest
+
+import clients
+from clients.protocol import commands as C
+from quire.admin_cli import AdminClient
+from quire.security.tokens import create_secret_key, create_token
+from tests.e2e.conftest import new_client, start_broker
+from tests.e2e.raw_protocol import RawConnection, T, next_request_id
+from tests.fixtures.bookies import start_bookie
+from tests.fixtures.processes import QuireProcesses, free_port
+from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.security.certs import CertificateAuthority
+
+SUPERUSER = "admin"
+
+
+@dataclass
+class Broker:
+    port: int
+    web: int
+    tls_port: int
+    web_tls: int
+
+    @property
+    def admin(self) -> str:
+        return f"http://127.0.0.1:{self.web}"
+
+    @property
+    def admin_tls(self) -> str:
+        return f"https://127.0.0.1:{self.web_tls}"
+
+    @property
+    def url_tls(self) -> str:
+        return f"pulsar+ssl://127.0.0.1:{self.tls_port}"
+
+
+@dataclass
+class TlsCluster:
+    procs: QuireProcesses
+    brokers: list[Broker]
+    bookie_http: list[int]
+    ca_file: str
+    client_key: bytes
+    bookie_key: bytes
+
+    def token(self, role: str = SUPERUSER) -> str:
+        return create_token(role, secret_key=self.client_key)
+
+    def https(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.ca_file)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer) -> Iterator[TlsCluster]:
+    base: Path = tmp_path_factory.mktemp("cluster-tls")
+    if not zk_server.is_running:
+        zk_server.start()
+    chroot = f"/cluster-tls-{uuid.uuid4().hex}"
+    zk_server.ensure_path(chroot)
+    zk_url = zk_server.url(chroot)
+    client_key, bookie_key = create_secret_key(), create_secret_key()
+    (base / "client.key").write_bytes(client_key)
+    (base / "bookie.key").write_bytes(bookie_key)
+    ca = CertificateAuthority(base)
+    bookie_cert = ca.issue("bookie-tls", "bookie", ips=("127.0.0.1",))
+    broker_cert = ca.issue("broker-tls", "broker", ips=("127.0.0.1",))
+    (base / "bookie.toml").write_text(
+        'bookie_auth_provider_factory_class = "token"\n'
+        f'bookie_auth_token_secret_key = "file://{base / "bookie.key"}"\n'
+        'bookie_auth_allowed_roles = ["broker"]\n'
+        f'tls_provider_factory_class = "OpenSSL"\ntls_certificate_path = "{bookie_cert.cert}"\n'
+        f'tls_key_store = "{bookie_cert.key}"\nhttp_server_tls_enable = true\n')
+    (base / "broker.toml").write_text(
+        "authentication_enabled = true\nauthentication_providers = [\"token\"]\n"
+        f"authorization_enabled = true\nsuperuser_roles = [\"{SUPERUSER}\"]\n"
+        f'token_secret_key = "file://{base / "client.key"}"\n'
+        f'tls_certificate_file_path = "{broker_cert.cert}"\ntls_key_file_path = "{broker_cert.key}"\n'
+        f'tls_trust_certs_file_path = "{ca.file}"\n'
+        "[bookkeeper_client]\nclient_auth_provider_factory_class = \"token\"\n"
+        f'tls_provider_factory_class = "OpenSSL"\ntls_trust_store = "{ca.file}"\n'
+        f'client_auth_token = "{create_token("broker", secret_key=bookie_key)}"\n')
+    procs = QuireProcesses(base / "logs")
+    try:
+        bookie_http = []
+        for i in range(2):
+            bookie_http.append(free_port())
+            start_bookie(procs, zk_url, base, i, "--conf", str(base / "bookie.toml"), http_port=bookie_http[-1])
+        brokers = []
+        for _ in range(2):
+            tls_port, web_tls = free_port(), free_port()
+            port, web = start_broker(procs, zk_url, 30000, "--conf", str(base / "broker.toml"),
+                                     "--set", f"broker_service_port_tls={tls_port}",
+                                     "--set", f"web_service_port_tls={web_tls}", ready_path="/metrics")
+            brokers.append(Broker(port, web, tls_port, web_tls))
+        yield TlsCluster(procs, brokers, bookie_http, str(ca.file), client_key, bookie_key)
+        codes = [p.terminate() for p in reversed(procs.procs)]
+        assert codes == [0] * len(codes), codes
+    finally:
+        procs.cleanup()
+
+
+def test_bookie_http_api_over_https(cluster: TlsCluster) -> None:
+    broker_token = create_token("broker", secret_key=cluster.bookie_key)
+    for port in cluster.bookie_http:
+        with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=cluster.https(), timeout=10) as h:
+            r = h.get("/api/v1/bookie/state", headers={"Authorization": f"Bearer {broker_token}"})
+            assert r.status_code == 200 and r.json()["running"] is True, r.text
+            assert h.get("/api/v1/bookie/state").status_code == 401  # the bookie token is still wanted
+            assert "bookie_" in h.get("/metrics").text  # scrapers need no token, only TLS
+        with pytest.raises(httpx.HTTPError):  # HTTPS only: a plain request gets no answer
+            httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        with pytest.raises(httpx.HTTPError):  # not trusted without the CA
+            httpx.get(f"https://127.0.0.1:{port}/metrics", timeout=5)
+    # The broker asks the bookies' HTTP API (disk usage) over HTTPS with its ledger client's trust and token.
+    r = httpx.get(cluster.brokers[0].admin + "/admin/v2/quire/cluster-status", timeout=30,
+                  headers={"Authorization": f"Bearer {cluster.token()}"})
+    assert r.status_code == 200, r.text
+    bookies = r.json()["bookies"]
+    assert len(bookies) == 2 and all(b["info"]["http_tls"] for b in bookies)
+    assert all(b["disk"] is not None and b["disk"]["totalBytes"] > 0 for b in bookies), bookies
+
+
+def _owner_and_other(cluster: TlsCluster, topic: str) -> tuple[Broker, Broker]:
+    """The broker that owns ``topic`` (a lookup places it) and the other one."""
+    lookup = AdminClient(cluster.brokers[0].admin, cluster.token()).call(
+        "GET", f"/lookup/v2/topic/persistent/public/default/{topic}")
+    owner = next(b for b in cluster.brokers if lookup["brokerUrl"].endswith(f":{b.port}"))
+    assert lookup["brokerUrlTls"] == f"pulsar+ssl://127.0.0.1:{owner.tls_port}"
+    return owner, next(b for b in cluster.brokers if b is not owner)
+
+
+def test_admin_credentials_reach_the_owner(cluster: TlsCluster) -> None:
+    topic = "creds-forwarded"
+    c = new_client(f"pulsar://127.0.0.1:{cluster.brokers[0].port}",
+                   authentication=pulsar.AuthenticationToken(cluster.token()))
+    try:
+        c.create_producer(f"persistent://public/default/{topic}").send(b"x")
+    finally:
+        c.close()
+    owner, other = _owner_and_other(cluster, topic)
+    path = f"/admin/v2/persistent/public/default/{topic}/stats"
+    bearer = {"Authorization": f"Bearer {cluster.token()}"}
+    r = httpx.get(other.admin + path, headers=bearer)
+    assert r.status_code == 307 and r.headers["location"] == owner.admin + path
+    # httpx drops Authorization on a redirect to another port (a new origin): the owner says 401
+    assert httpx.get(other.admin + path, headers=bearer, follow_redirects=True).status_code == 401
+    # quire's admin client re-sends the credentials to the owner, over HTTP and HTTPS alike
+    assert AdminClient(other.admin, cluster.token()).call("GET", path)["msgInCounter"] == 1
+    over_tls = AdminClient(other.admin_tls, cluster.token(), tls_trust_certs_file_path=cluster.ca_file)
+    assert over_tls._request("GET", path, None).url == httpx.URL(owner.admin_tls + path)  # the scheme is kept
+    assert over_tls.call("GET", path)["msgInCounter"] == 1
+    # the CLI, as an operator runs it
+    out = subprocess.run([sys.executable, "-m", "quire", "admin", "--admin-url", other.admin,
+                          "--auth-token", cluster.token(), "topics", "stats", f"persistent://public/default/{topic}"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["msgInCounter"] == 1
+    # without credentials the redirect leads nowhere either
+    with pytest.raises(Exception, match="401|authentication"):
+        AdminClient(other.admin).call("GET", path)
+
+
+def _tls_lookup(port: int, ca_file: str, token: str, topic: str) -> Any:
+    """A LOOKUP over ``pulsar+ssl://`` with the raw protocol: what the broker answers."""
+    with RawConnection(port) as raw:
+        raw.sock = ssl.create_default_context(cafile=ca_file).wrap_socket(raw.sock, server_hostname="127.0.0.1")
+        raw.send(C.connect("raw-tls", auth_method_name="token", auth_data=token.encode()))
+        raw.wait_for(T.CONNECTED)
+        rid = next_request_id()
+        raw.send(C.lookup(topic, rid))
+        return raw.wait_for(T.LOOKUP_RESPONSE,
+                            lambda f: f.command.lookupTopicResponse.request_id == rid).command.lookupTopicResponse
+
+
+def test_tls_lookup_redirects_to_the_owner_tls_url(cluster: TlsCluster) -> None:
+    name = "tls-redirected"
+    topic = f"persistent://public/default/{name}"
+    owner, other = _owner_and_other(cluster, name)
+    answer = _tls_lookup(other.tls_port, cluster.ca_file, cluster.token(), topic)
+    assert answer.response == 0  # Redirect
+    assert answer.brokerServiceUrlTls == owner.url_tls
+    for make in (lambda: new_client(other.url_tls, authentication=pulsar.AuthenticationToken(cluster.token()),
+                                    tls_trust_certs_file_path=cluster.ca_file, tls_validate_hostname=True),
+                 lambda: clients.Client(other.url_tls, authentication=clients.AuthenticationToken(cluster.token()),
+                                        tls_trust_certs_file_path=cluster.ca_file, tls_validate_hostname=True)):
+        client: Any = make()
+        try:
+            consumer = client.subscribe(topic, f"s-{type(client).__module__}",
+                                        initial_position=pulsar.InitialPosition.Earliest
+                                        if isinstance(client, pulsar.Client) else clients.InitialPosition.Earliest)
+            producer = client.create_producer(topic)
+            producer.send(b"via the owner over tls")
+            msg = consumer.receive(timeout_millis=15000)
+            assert msg.data() == b"via the owner over tls"
+            consumer.acknowledge(msg)
+        finally:
+            client.close()
+    stats = AdminClient(owner.admin, cluster.token()).call("GET", f"/admin/v2/persistent/public/default/{name}/stats")
+    assert stats["msgInCounter"] == 2  # both producers reached the owner
+    assert _owner_and_other(cluster, name)[0] is owner  # and it did not move meanwhile
