@@ -33,6 +33,7 @@ from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses, free_port
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tests.security.certs import CertificateAuthority
+from tests.security.test_tls import round_trip
 
 SUPERUSER = "admin"
 
@@ -208,14 +209,7 @@ def test_tls_lookup_redirects_to_the_owner_tls_url(cluster: TlsCluster) -> None:
                                         tls_trust_certs_file_path=cluster.ca_file, tls_validate_hostname=True)):
         client: Any = make()
         try:
-            consumer = client.subscribe(topic, f"s-{type(client).__module__}",
-                                        initial_position=pulsar.InitialPosition.Earliest
-                                        if isinstance(client, pulsar.Client) else clients.InitialPosition.Earliest)
-            producer = client.create_producer(topic)
-            producer.send(b"via the owner over tls")
-            msg = consumer.receive(timeout_millis=15000)
-            assert msg.data() == b"via the owner over tls"
-            consumer.acknowledge(msg)
+            round_trip(client, topic)
         finally:
             client.close()
     stats = AdminClient(owner.admin, cluster.token()).call("GET", f"/admin/v2/persistent/public/default/{name}/stats")
