@@ -47,3 +47,11 @@ async def test_run_bookie_without_journal_sync(tmp_path: Path) -> None:
         assert bookie.journal.durable_mark.offset > 512
         await client.aclose()
         nursery.cancel_scope.cancel()
+
+
+def test_https_needs_a_certificate(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="http_server_tls_enable"):
+        BookieConfig(ledger_directories=[str(tmp_path)], http_server_tls_enable=True)
+    ok = BookieConfig(ledger_directories=[str(tmp_path)], http_server_tls_enable=True,
+                      http_server_key_store_path=str(tmp_path / "both.pem"))
+    assert ok.http_server_key_store_path.endswith("both.pem")

@@ -158,3 +158,19 @@ def test_expired_result() -> None:
     from quire.security.providers import AuthResult
     assert AuthResult("r", "token", time.time() - 1).expired()
     assert not AuthResult("r", "token", None).expired()
+
+
+def test_tls_provider_needs_a_trust_file() -> None:
+    """Without tls_trust_certs_file_path no client certificate is asked for: a config error,
+    not a tls provider that can never name a role."""
+    from quire.security.tls import ServerTls
+
+    class Conf:
+        authentication_enabled = True
+        authentication_providers = ["token", "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"]
+        tls_certificate_file_path, tls_key_file_path, tls_trust_certs_file_path = "c.pem", "k.pem", ""
+        tls_require_trusted_client_cert_on_connect = tls_allow_insecure_connection = False
+        tls_cert_refresh_check_duration_sec = 300
+
+    with pytest.raises(SecurityConfigError, match="tls_trust_certs_file_path"):
+        ServerTls.from_config(Conf())

@@ -74,3 +74,32 @@ async def test_bookie_tls(tmp_path: Path, store: MetadataStore) -> None:
         finally:
             await bookie.close()
             nursery.cancel_scope.cancel()
+
+
+async def test_bookie_https_with_a_key_store(tmp_path: Path, store: MetadataStore) -> None:
+    """http_server_tls_enable with http_server_key_store_path (one PEM holding the chain and the
+    key, BookKeeper's key store) and no TLS on the bookie port: the HTTP API speaks HTTPS only."""
+    import ssl
+
+    import httpx
+
+    ca = CertificateAuthority(tmp_path)
+    issued = ca.issue("bookie-http", "bookie", ips=("127.0.0.1",))
+    both = tmp_path / "key-store.pem"
+    both.write_bytes(issued.cert.read_bytes() + issued.key.read_bytes())
+    cfg = make_config(tmp_path, http_server_enabled=True, http_server_port=0, http_server_tls_enable=True,
+                      http_server_key_store_path=str(both))
+    async with trio.open_nursery() as nursery:
+        bookie = Bookie(cfg, store)
+        await bookie.start(nursery)
+        try:
+            async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(ca.file))) as http:
+                r = await http.get(f"https://127.0.0.1:{bookie.http_port}/api/v1/bookie/state")
+                assert r.status_code == 200 and r.json()["running"] is True
+            with pytest.raises(httpx.HTTPError):
+                async with httpx.AsyncClient() as plain:
+                    await plain.get(f"http://127.0.0.1:{bookie.http_port}/api/v1/bookie/state", timeout=5)
+            assert await _write_read(store) == [b"secret payload"]  # the bookie port stays plain TCP
+        finally:
+            await bookie.close()
+            nursery.cancel_scope.cancel()
