@@ -50,6 +50,7 @@ class FakeBookies:
         self.fail_creates = 0  # the next n create_ledger calls fail
         self.create_delay = 0.0  # seconds each create_ledger takes
         self.fail_adds = 0  # the next n adds fail (not fencing)
+        self.close_gate: trio.Event | None = None  # when set: a writer's close waits for it
         self.deleted: list[int] = []
 
     def client(self) -> "FakeBookKeeper":
@@ -167,6 +168,8 @@ class FakeLedgerHandle:
 
     async def close(self) -> None:
         await trio.lowlevel.checkpoint()
+        if self._writable and self._bookies.close_gate is not None:
+            await self._bookies.close_gate.wait()  # a slow metadata store (the CLOSED CAS)
         self._closed = True
         if self._writable:
             self._ledger.closed = True
