@@ -18,13 +18,16 @@ a chosen moment; the first test runs the real managed ledger over the fake ledge
 from __future__ import annotations
 
 import itertools
+from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 import pytest
 import trio
+import trio.testing
 
 from broker.config import BrokerConfig
 from broker.service import BrokerService
+from broker.topic import PersistentTopic
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -134,16 +137,16 @@ def _sequence_ids(entries: list[bytes]) -> list[int]:
     return [frames.parse_entry(e).metadata.sequence_id for e in entries]
 
 
-@pytest.fixture
-async def fake_bk_broker() -> AsyncIterator[tuple[BrokerService, FakeBookies]]:
-    """A broker on the real managed ledger over the fake ledger client, one entry per ledger
-    (every add rolls the ledger over), infinite retention (no ledger trimmed)."""
+@asynccontextmanager
+async def fake_bk_broker(max_entries_per_ledger: int) -> AsyncIterator[tuple[BrokerService, FakeBookies]]:
+    """A broker on the real managed ledger over the fake ledger client, infinite retention
+    (no ledger trimmed)."""
     meta, bookies = FakeMetadataServer(), FakeBookies()
     ml_config = ManagedLedgerConfig(ensemble_size=1, write_quorum=1, ack_quorum=1,
                                     retention_check_interval_seconds=3600)
     store = await open_store(f"memory://send-order-{next(_ids)}")
     config = BrokerConfig(broker_service_port=0, web_service_port=0, advertised_address="127.0.0.1",
-                          bind_address="127.0.0.1", managed_ledger_max_entries_per_ledger=1,
+                          bind_address="127.0.0.1", managed_ledger_max_entries_per_ledger=max_entries_per_ledger,
                           managed_ledger_default_ensemble_size=1, managed_ledger_default_write_quorum=1,
                           managed_ledger_default_ack_quorum=1, default_retention_time_in_minutes=-1,
                           default_retention_size_in_mb=-1)
@@ -155,15 +158,9 @@ async def fake_bk_broker() -> AsyncIterator[tuple[BrokerService, FakeBookies]]:
             nursery.cancel_scope.cancel()
 
 
-async def test_a_send_arriving_while_a_failed_rollover_closes_the_ledger_is_not_stored_first(
-        fake_bk_broker: tuple[BrokerService, FakeBookies], monkeypatch: pytest.MonkeyPatch) -> None:
-    broker, bookies = fake_bk_broker
-    conn = await TrioRawConnection.open(broker.port)
-    producer = await Producer.create(conn, 1)
-    topic = broker.topics[TOPIC]
-    ml: Any = topic.ml
-    # Closing the topic after the failure takes a while (in the chaos run: its subscriptions'
-    # consumers and acks); here it waits until the test has seen the answers.
+def _slow_close(topic: PersistentTopic, monkeypatch: pytest.MonkeyPatch) -> trio.Event:
+    """Closing the topic after a failure takes a while (in the chaos run: its subscriptions'
+    consumers and acks); here until the returned event is set."""
     answered = trio.Event()
     close = topic.close
 
@@ -172,26 +169,66 @@ async def test_a_send_arriving_while_a_failed_rollover_closes_the_ledger_is_not_
         await close(*args, **kwargs)
 
     monkeypatch.setattr(topic, "close", slow_close)
-    bookies.fail_creates = 1  # the rollover after the next add cannot create its ledger
-    bookies.create_delay = 0.5
-    bookies.close_gate = trio.Event()  # ... and then closes the old ledger slowly
-    await producer.send(0)
-    assert await producer.wait_answer(0) == "receipt"  # the ledger is full: the rollover runs
-    await producer.send(1)  # waits for the rollover, fails with it
-    await _until(lambda: ml.pending_add_entries == 1)
-    await _until(lambda: ml.state.name == "CLOSED_LEDGER")
-    await producer.send(2)  # arrives while the old ledger closes
-    await _until(lambda: ml.pending_add_entries == 2)
-    bookies.create_delay = 0.0
-    bookies.close_gate.set()
-    assert await producer.wait_answer(1) == "error"
-    await producer.wait_answer(2)
-    answered.set()
-    await _until(topic.close_done.is_set)
-    await producer.settle(0.1)
-    await _resend_unacknowledged(broker, producer, [0, 1, 2])
-    stored = [e for _, ledger in sorted(bookies.ledgers.items()) for e in ledger.entries]
-    assert _sequence_ids(stored) == [0, 1, 2], f"answers before the re-send: {producer.answers}"
+    return answered
+
+
+async def test_a_send_arriving_while_a_failed_rollover_closes_the_ledger_is_not_stored_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async with fake_bk_broker(max_entries_per_ledger=1) as (broker, bookies):  # every add rolls over
+        conn = await TrioRawConnection.open(broker.port)
+        producer = await Producer.create(conn, 1)
+        topic = broker.topics[TOPIC]
+        ml: Any = topic.ml
+        answered = _slow_close(topic, monkeypatch)
+        bookies.fail_creates = 1  # the rollover after the next add cannot create its ledger
+        bookies.create_gate = trio.Event()
+        bookies.close_gate = trio.Event()  # ... and then closes the old ledger slowly
+        await producer.send(0)
+        assert await producer.wait_answer(0) == "receipt"  # the ledger is full: the rollover runs
+        await producer.send(1)  # waits for the rollover, fails with it
+        await _until(lambda: ml.pending_add_entries == 1)
+        await trio.testing.wait_all_tasks_blocked()  # it waits for the rollover
+        bookies.create_gate.set()
+        await _until(lambda: ml.state.name == "CLOSED_LEDGER")
+        await producer.send(2)  # arrives while the old ledger closes
+        await _until(lambda: ml.pending_add_entries == 2)
+        bookies.close_gate.set()
+        assert await producer.wait_answer(1) == "error"
+        await producer.wait_answer(2)
+        answered.set()
+        await _until(topic.close_done.is_set)
+        await producer.settle(0.1)
+        await _resend_unacknowledged(broker, producer, [0, 1, 2])
+        stored = [e for _, ledger in sorted(bookies.ledgers.items()) for e in ledger.entries]
+        assert _sequence_ids(stored) == [0, 1, 2], f"answers before the re-send: {producer.answers}"
+
+
+async def test_sends_in_flight_behind_a_failed_write_and_one_arriving_after_it_are_not_stored_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Add 1 fails at the bookies while 2 and 3 are in flight on the same ledger; 4 arrives
+    after the broker answered 1's failure, before the topic is closed."""
+    async with fake_bk_broker(max_entries_per_ledger=1000) as (broker, bookies):
+        conn = await TrioRawConnection.open(broker.port)
+        producer = await Producer.create(conn, 1)
+        topic = broker.topics[TOPIC]
+        answered = _slow_close(topic, monkeypatch)
+        await producer.send(0)
+        assert await producer.wait_answer(0) == "receipt"
+        bookies.add_delay = 0.05
+        bookies.fail_adds = 1
+        for seq in (1, 2, 3):
+            await producer.send(seq)
+        assert await producer.wait_answer(1) == "error"
+        await producer.send(4)
+        for seq in (2, 3, 4):
+            await producer.wait_answer(seq)
+        bookies.add_delay = 0.0
+        answered.set()
+        await _until(topic.close_done.is_set)
+        await producer.settle(0.1)
+        await _resend_unacknowledged(broker, producer, [0, 1, 2, 3, 4])
+        stored = [e for _, ledger in sorted(bookies.ledgers.items()) for e in ledger.entries]
+        assert _sequence_ids(stored) == [0, 1, 2, 3, 4], f"answers before the re-send: {producer.answers}"
 
 
 async def test_a_send_after_one_refused_for_a_stale_session_is_not_stored_first(

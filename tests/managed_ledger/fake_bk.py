@@ -49,6 +49,7 @@ class FakeBookies:
         self.add_delay = add_delay
         self.fail_creates = 0  # the next n create_ledger calls fail
         self.create_delay = 0.0  # seconds each create_ledger takes
+        self.create_gate: trio.Event | None = None  # when set: create_ledger waits for it
         self.fail_adds = 0  # the next n adds fail (not fencing)
         self.close_gate: trio.Event | None = None  # when set: a writer's close waits for it
         self.deleted: list[int] = []
@@ -190,6 +191,8 @@ class FakeBookKeeper:
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b"", custom_metadata=None
     ) -> FakeLedgerHandle:
         await trio.sleep(self.bookies.create_delay)
+        if self.bookies.create_gate is not None:
+            await self.bookies.create_gate.wait()
         if self.bookies.fail_creates > 0:
             self.bookies.fail_creates -= 1
             raise BKNotEnoughBookiesError("injected create failure")

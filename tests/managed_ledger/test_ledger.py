@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import trio
+import trio.testing
 import pytest
 
 from managed_ledger import (
@@ -312,7 +313,7 @@ async def test_an_add_arriving_while_a_failed_rollover_closes_its_old_ledger_is_
     ml = await factory.open(NAME, config.replace(max_entries_per_ledger=1))
     cursor = await ml.open_cursor("c", "earliest")
     bookies.fail_creates = 1
-    bookies.create_delay = 0.05
+    bookies.create_gate = trio.Event()
     bookies.close_gate = trio.Event()
     await ml.add_entry(b"a")  # the ledger is full: a rollover starts, its create will fail
     results: dict[bytes, object] = {}
@@ -326,6 +327,8 @@ async def test_an_add_arriving_while_a_failed_rollover_closes_its_old_ledger_is_
 
     async with trio.open_nursery() as nursery:
         await nursery.start(add, b"b")  # during the rollover
+        await trio.testing.wait_all_tasks_blocked()  # "b" waits for the rollover
+        bookies.create_gate.set()
         with trio.fail_after(5):
             while ml.state.name != "CLOSED_LEDGER":  # the create failed; the old ledger is closing
                 await trio.sleep(0.001)
