@@ -5,16 +5,19 @@ fails nothing sent after it may be stored before that re-send (deduplication off
 order violation; on: the re-send taken for a duplicate and acknowledged unstored).
 
 The chaos finding: a 30-minute cluster run (seed 21, topic chaos-excl-nodedup partition 1,
-Exclusive subscription, deduplication off) stored sequence id 1336 at 183:0, the first entry
-of a new ledger, ahead of 1330, 1332 and 1334, which had failed and were stored at 194:0-2
-after the client re-sent them. The first test is that path (a SEND arriving while a rollover
-whose ledger creation failed closes the old ledger; the managed ledger's regression test is
-in tests/managed_ledger/test_ledger.py); the second a path to the same result found by
-reading the broker (a SEND refused for a stale metadata session, the next one accepted).
+Exclusive subscription, deduplication off, on the code before the synchronous add path)
+stored sequence id 1336 at 183:0, the first entry of the ledger the rollover after a failed
+write created, ahead of 1330, 1332 and 1334, which had failed together with that write (the
+broker log: three failed adds in one millisecond, then the topic fenced) and were stored at
+194:0-2 after the client re-sent them. The test of the SEND arriving as the bookies fail the
+adds in flight is that interleaving; the other tests are paths to the same result that were
+still open once it was gone (a SEND arriving while a rollover whose ledger creation failed
+closes the old ledger; a SEND refused for a stale metadata session) and a guard.
 
 The broker is in this process and spoken to with raw frames, so that each SEND arrives at
-a chosen moment; the first test runs the real managed ledger over the fake ledger client.
+a chosen moment; the managed ledger is the real one over the fake ledger client.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -52,19 +55,20 @@ async def _until(check: Callable[[], bool]) -> None:
 class Producer:
     """One producer over a raw connection: SENDs and the broker's answers, by sequence id."""
 
-    def __init__(self, conn: TrioRawConnection, producer_id: int) -> None:
+    def __init__(self, conn: TrioRawConnection, producer_id: int, topic: str) -> None:
         self.conn = conn
+        self.topic = topic
         self.producer_id = producer_id
         self.answers: dict[int, str] = {}  # sequence id -> "receipt" | "error"
         self.closed_by_broker = False
 
     @classmethod
-    async def create(cls, conn: TrioRawConnection, producer_id: int) -> "Producer":
+    async def create(cls, conn: TrioRawConnection, producer_id: int, topic: str = TOPIC) -> "Producer":
         """PRODUCER, again while the broker says the name is busy (it has not yet seen the
         client's previous connection end)."""
         with trio.fail_after(10):
             for request_id in itertools.count(100):
-                await conn.send(C.producer(TOPIC, producer_id, request_id, producer_name="p"))
+                await conn.send(C.producer(topic, producer_id, request_id, producer_name="p"))
                 while True:
                     data = await conn.stream.receive_some(65536)
                     assert data, "connection closed"
@@ -74,7 +78,7 @@ class Producer:
                         break
                 if T.PRODUCER_SUCCESS in kinds:
                     conn.received.clear()
-                    return cls(conn, producer_id)
+                    return cls(conn, producer_id, topic)
                 conn.received.clear()
                 await trio.sleep(0.05)
         raise AssertionError("unreachable")
@@ -125,7 +129,7 @@ async def _resend_unacknowledged(broker: BrokerService, first: Producer, sent: l
     re-create the producer (the topic is loaded again if it was closed) and send again, in
     order, whatever got no receipt."""
     await first.conn.stream.aclose()
-    again = await Producer.create(await TrioRawConnection.open(broker.port), 1)
+    again = await Producer.create(await TrioRawConnection.open(broker.port), 1, first.topic)
     pending = [s for s in sent if first.answers.get(s) != "receipt"]
     for seq in pending:
         await again.send(seq)
@@ -229,6 +233,44 @@ async def test_sends_in_flight_behind_a_failed_write_and_one_arriving_after_it_a
         await _resend_unacknowledged(broker, producer, [0, 1, 2, 3, 4])
         stored = [e for _, ledger in sorted(bookies.ledgers.items()) for e in ledger.entries]
         assert _sequence_ids(stored) == [0, 1, 2, 3, 4], f"answers before the re-send: {producer.answers}"
+
+
+async def test_a_send_arriving_as_the_bookies_fail_the_adds_in_flight_is_not_stored_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed-21 finding itself: adds 1-3 are in flight when the bookies fail them, and SEND 4
+    reaches the broker in the same scheduling pass as their failure. Before the synchronous add
+    path, the topic checked SEND 4 (not fenced yet) and started a task to add it; the failed
+    add's task then bumped the write epoch, started the rollover and fenced the topic, and SEND
+    4's task, running after it, queued behind the rollover and was stored first in the new
+    ledger (1336 at 183:0; 1330-1334, failed together, re-sent to 194:0-2). Which of those tasks
+    ran first was trio's choice, so the scenario is repeated."""
+    async with fake_bk_broker(max_entries_per_ledger=1000) as (broker, bookies):
+        for trial in range(12):
+            topic_name = f"{TOPIC}-{trial}"
+            producer = await Producer.create(await TrioRawConnection.open(broker.port), 1, topic_name)
+            topic = broker.topics[topic_name]
+            ml: Any = topic.ml
+            answered = _slow_close(topic, monkeypatch)
+            await producer.send(0)
+            assert await producer.wait_answer(0) == "receipt"
+            bookies.add_gate = trio.Event()
+            bookies.fail_at_gate = True
+            for seq in (1, 2, 3):
+                await producer.send(seq)
+            await _until(lambda: ml.pending_add_entries == 3)
+            await trio.testing.wait_all_tasks_blocked()  # the three wait for the bookies
+            bookies.add_gate.set()  # the bookies fail 1, 2 and 3 ...
+            await producer.send(4)  # ... and SEND 4 is on its way
+            for seq in (1, 2, 3, 4):
+                await producer.wait_answer(seq)
+            answered.set()
+            await _until(topic.close_done.is_set)
+            await producer.settle(0.05)
+            await _resend_unacknowledged(broker, producer, [0, 1, 2, 3, 4])
+            ledger_ids = [li.ledger_id for li in (await broker.factory.open(topic.name.managed_ledger_name)).ledgers]
+            stored = [e for lid in ledger_ids for e in bookies.ledgers[lid].entries]
+            assert _sequence_ids(stored) == [0, 1, 2, 3, 4], (
+                f"trial {trial}: answers before the re-send: {producer.answers}")
 
 
 async def test_a_send_after_one_refused_for_a_stale_session_is_not_stored_first(

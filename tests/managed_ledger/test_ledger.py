@@ -300,9 +300,9 @@ async def test_an_add_queued_behind_a_failed_add_is_not_stored_after_it(factory,
 
 async def test_an_add_arriving_while_a_failed_rollover_closes_its_old_ledger_is_not_stored_first(
         factory, bookies, config) -> None:
-    """Chaos finding (30-minute cluster run, seed 21, topic chaos-excl-nodedup partition 1,
-    deduplication off): sequence id 1336 was stored at 183:0, ahead of the earlier sends
-    1330/1332/1334, which failed and landed at 194:0-2 after the producer re-sent them.
+    """The symptom of the seed-21 chaos finding (a later SEND stored first in a new ledger, ahead
+    of earlier failed ones; tests/broker/test_send_order_after_failure.py) by another path, found
+    while looking for it on the current code.
 
     A rollover (the ledger is full) whose ledger creation fails leaves the managed ledger
     CLOSED_LEDGER and then closes the old ledger (a metadata write: slow when ZooKeeper is).
