@@ -268,6 +268,11 @@ class PersistentTopic:
         and calls back once it is stored. Nothing is stored once this broker's metadata session
         is stale (it may have lost the bundle to another broker)."""
         if self.closed or self.fenced or not self.service.session_fresh():
+            if not (self.closed or self.fenced):
+                # Close the topic, not only refuse this SEND: the session may look fresh again
+                # (a late answer of the store) before the watchdog gives the bundles up, and a
+                # later SEND stored then would precede the producer's re-send of this one.
+                self._fenced(ServiceNotReadyError("the metadata session may have expired"))
             producer.complete(slot, -1, -1, ServiceNotReadyError("Topic is closing"))
             on_done()
             return

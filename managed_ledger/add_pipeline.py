@@ -161,6 +161,10 @@ class AddPipeline(ManagedLedgerState):
                 except ManagedLedgerError as e:
                     backlog.popleft()
                     if q.alive:
+                        # Every add queued behind this one began before its caller hears of the
+                        # failure: it fails too (stored now, it would be ahead of the caller's
+                        # re-send of this one), like the adds behind a failed write.
+                        self._write_epoch += 1
                         q.alive = False
                         tell_add(q.callback, None, e)
                     continue
@@ -234,7 +238,7 @@ class AddPipeline(ManagedLedgerState):
     async def _take_turn(self, q: "QueuedAdd") -> LedgerHandleView:
         """Slow path of an add (the backlog task, one add at a time): wait for an add slot and
         a ledger to write to (behind a rollover); returns it with the slot taken. An add that
-        began before a failed write, or during a rollover that failed, fails."""
+        began before a failed add (written or queued), or during a rollover that failed, fails."""
         self._check_writable()
         await self._acquire_slot()
         try:

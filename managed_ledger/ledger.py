@@ -91,10 +91,11 @@ class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
         self._slot_waiters: deque[trio.Event] = deque()
         self._ledger_ready = trio.Event()
         self._rollover_error: BaseException | None = None
-        # Bumped by every failed add. An add that began before a failure and still waits for
-        # its turn fails too: stored after the failed one, it would leave a hole the producer's
-        # re-send cannot fill (deduplication would take the re-sent earlier message for a
-        # duplicate of one already stored after it, and acknowledge it unstored).
+        # Bumped by every failed add (a failed write, or a queued add that found no ledger to
+        # write to). An add that began before a failure and still waits for its turn fails too:
+        # stored after the failed one, it would leave a hole the producer's re-send cannot fill
+        # (deduplication would take the re-sent earlier message for a duplicate of one already
+        # stored after it, and acknowledge it unstored).
         self._write_epoch = 0
         self._metadata_lock = trio.Lock()
         self._trim_lock = trio.Lock()

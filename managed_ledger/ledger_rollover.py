@@ -4,7 +4,8 @@ A rollover starts when the current ledger is full (entries, size, or age: see ro
 after a write failure, or on request. The new ledger is created while the old one's adds in
 flight finish; adds that arrive meanwhile wait in the add pipeline's backlog and are written
 to the new ledger in order. A failed create leaves the state CLOSED_LEDGER: the adds waiting
-for it fail, the next add retries it.
+for it fail, and so do the adds queued behind them (they arrived while the old ledger closed:
+stored, they would precede their producer's re-send of the failed ones); the next add retries it.
 """
 
 from __future__ import annotations

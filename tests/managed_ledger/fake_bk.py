@@ -49,7 +49,13 @@ class FakeBookies:
         self.add_delay = add_delay
         self.fail_creates = 0  # the next n create_ledger calls fail
         self.create_delay = 0.0  # seconds each create_ledger takes
+        self.create_gate: trio.Event | None = None  # when set: create_ledger waits for it
+        # When set: adds wait for it; with fail_at_gate they then all fail at once, like the real
+        # client's handle failing every pending add when an ensemble change finds no bookie.
+        self.add_gate: trio.Event | None = None
+        self.fail_at_gate = False
         self.fail_adds = 0  # the next n adds fail (not fencing)
+        self.close_gate: trio.Event | None = None  # when set: a writer's close waits for it
         self.deleted: list[int] = []
 
     def client(self) -> "FakeBookKeeper":
@@ -125,6 +131,13 @@ class FakeLedgerHandle:
                 await trio.sleep(self._bookies.add_delay)
             else:
                 await trio.lowlevel.checkpoint()
+            gate = self._bookies.add_gate
+            if gate is not None and not gate.is_set():
+                await gate.wait()
+                if self._bookies.fail_at_gate:
+                    self._closed = True
+                    self._last_acked_turn = max(self._last_acked_turn, entry_id)  # later ids go on
+                    raise BKAddError(f"injected failure of the adds in flight on {self.ledger_id}")
             async with self._turn_changed:  # complete in order
                 while self._last_acked_turn != entry_id - 1:
                     await self._turn_changed.wait()
@@ -167,6 +180,8 @@ class FakeLedgerHandle:
 
     async def close(self) -> None:
         await trio.lowlevel.checkpoint()
+        if self._writable and self._bookies.close_gate is not None:
+            await self._bookies.close_gate.wait()  # a slow metadata store (the CLOSED CAS)
         self._closed = True
         if self._writable:
             self._ledger.closed = True
@@ -187,6 +202,8 @@ class FakeBookKeeper:
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, password: bytes = b"", custom_metadata=None
     ) -> FakeLedgerHandle:
         await trio.sleep(self.bookies.create_delay)
+        if self.bookies.create_gate is not None:
+            await self.bookies.create_gate.wait()
         if self.bookies.fail_creates > 0:
             self.bookies.fail_creates -= 1
             raise BKNotEnoughBookiesError("injected create failure")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import trio
+import trio.testing
 import pytest
 
 from managed_ledger import (
@@ -11,7 +12,7 @@ from managed_ledger import (
     ManagedLedgerTerminatedError,
     Position,
 )
-from managed_ledger.errors import ManagedLedgerWriteError
+from managed_ledger.errors import ManagedLedgerError, ManagedLedgerWriteError
 from managed_ledger.formats import decode_ml_info
 
 NAME = "t/ns/persistent/topic"
@@ -295,3 +296,49 @@ async def test_an_add_queued_behind_a_failed_add_is_not_stored_after_it(factory,
     c_stored = not isinstance(results[b"c"], ManagedLedgerWriteError)
     stored = [e.data for e in await cursor.read_entries(10)]
     assert not (b_failed and c_stored), f"b failed, c stored: {stored}"
+
+
+async def test_an_add_arriving_while_a_failed_rollover_closes_its_old_ledger_is_not_stored_first(
+        factory, bookies, config) -> None:
+    """The symptom of the seed-21 chaos finding (a later SEND stored first in a new ledger, ahead
+    of earlier failed ones; tests/broker/test_send_order_after_failure.py) by another path, found
+    while looking for it on the current code.
+
+    A rollover (the ledger is full) whose ledger creation fails leaves the managed ledger
+    CLOSED_LEDGER and then closes the old ledger (a metadata write: slow when ZooKeeper is).
+    An add that began during the rollover ("b") fails with it. An add that arrived while the
+    old ledger was closing ("c", sent after "b") was queued behind "b" with nothing to fail it:
+    it retried the rollover and was stored first in the next ledger; the producer, told "b"
+    failed, re-sent "b" and "c" after it. Every add queued behind a failed one must fail too."""
+    ml = await factory.open(NAME, config.replace(max_entries_per_ledger=1))
+    cursor = await ml.open_cursor("c", "earliest")
+    bookies.fail_creates = 1
+    bookies.create_gate = trio.Event()
+    bookies.close_gate = trio.Event()
+    await ml.add_entry(b"a")  # the ledger is full: a rollover starts, its create will fail
+    results: dict[bytes, object] = {}
+
+    async def add(data: bytes, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()  # the add begins in this step: call order = the order of the starts
+        try:
+            results[data] = await ml.add_entry(data)
+        except ManagedLedgerError as exc:
+            results[data] = exc
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(add, b"b")  # during the rollover
+        await trio.testing.wait_all_tasks_blocked()  # "b" waits for the rollover
+        bookies.create_gate.set()
+        with trio.fail_after(5):
+            while ml.state.name != "CLOSED_LEDGER":  # the create failed; the old ledger is closing
+                await trio.sleep(0.001)
+        await nursery.start(add, b"c")
+        await trio.sleep(0.01)
+        bookies.close_gate.set()
+    assert isinstance(results[b"b"], ManagedLedgerError), results
+    # the producer re-sends what was not acknowledged, in its order
+    for data in (b"b", b"c"):
+        if isinstance(results[data], ManagedLedgerError):
+            await ml.add_entry(data)
+    stored = [e.data for e in await cursor.read_entries(10)]
+    assert stored == [b"a", b"b", b"c"], f"stored in this order: {stored} (results: {results})"
