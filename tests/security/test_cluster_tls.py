@@ -32,7 +32,8 @@ from tests.e2e.raw_protocol import RawConnection, T, next_request_id
 from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses, free_port
 from tests.fixtures.zookeeper import ZooKeeperServer
-from tests.security.certs import CertificateAuthority
+from tests.security import hostile
+from tests.security.certs import CertificateAuthority, Issued
 from tests.security.test_tls import round_trip
 
 SUPERUSER = "admin"
@@ -66,6 +67,7 @@ class TlsCluster:
     ca_file: str
     client_key: bytes
     bookie_key: bytes
+    rogue: Issued  # a client certificate of another CA
 
     def token(self, role: str = SUPERUSER) -> str:
         return create_token(role, secret_key=self.client_key)
@@ -116,7 +118,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
                                      "--set", f"broker_service_port_tls={tls_port}",
                                      "--set", f"web_service_port_tls={web_tls}", ready_path="/metrics")
             brokers.append(Broker(port, web, tls_port, web_tls))
-        yield TlsCluster(procs, brokers, bookie_http, str(ca.file), client_key, bookie_key)
+        rogue = CertificateAuthority(base, "rogue-ca").issue("rogue", SUPERUSER, client=True)
+        yield TlsCluster(procs, brokers, bookie_http, str(ca.file), client_key, bookie_key, rogue)
         codes = [p.terminate() for p in reversed(procs.procs)]
         assert codes == [0] * len(codes), codes
     finally:
@@ -215,3 +218,28 @@ def test_tls_lookup_redirects_to_the_owner_tls_url(cluster: TlsCluster) -> None:
     stats = AdminClient(owner.admin, cluster.token()).call("GET", f"/admin/v2/persistent/public/default/{name}/stats")
     assert stats["msgInCounter"] == 2  # both producers reached the owner
     assert _owner_and_other(cluster, name)[0] is owner  # and it did not move meanwhile
+
+
+def test_hostile_connections_leave_brokers_and_bookies_serving(cluster: TlsCluster) -> None:
+    """Garbage instead of a ClientHello, resets before/during/after the handshake, plain HTTP on
+    the HTTPS port, an untrusted client certificate: on the brokers' HTTPS and HTTP ports and the
+    bookies' HTTPS ports. Each process keeps serving and logs no traceback."""
+    ca = Path(cluster.ca_file)
+    targets = [(b.web_tls, True) for b in cluster.brokers] + [(b.web, False) for b in cluster.brokers]
+    targets += [(port, True) for port in cluster.bookie_http]
+    for port, tls in targets:
+        for attack in hostile.attacks(port, ca, cluster.rogue, tls=tls):
+            attack()
+    bearer = {"Authorization": f"Bearer {cluster.token()}"}
+    for b in cluster.brokers:
+        with httpx.Client(base_url=b.admin_tls, verify=cluster.https(), headers=bearer, timeout=10) as h:
+            assert h.get("/admin/v2/clusters").status_code == 200
+        assert httpx.get(b.admin + "/admin/v2/clusters", headers=bearer, timeout=10).status_code == 200
+    broker_token = create_token("broker", secret_key=cluster.bookie_key)
+    for port in cluster.bookie_http:
+        r = httpx.get(f"https://127.0.0.1:{port}/api/v1/bookie/state", verify=cluster.https(), timeout=10,
+                      headers={"Authorization": f"Bearer {broker_token}"})
+        assert r.status_code == 200, r.text
+    for proc in cluster.procs.procs:
+        assert proc.is_running, proc.log_tail(30)
+        assert "Traceback" not in proc.log_text(), proc.log_tail(60)
