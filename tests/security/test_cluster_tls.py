@@ -162,14 +162,21 @@ def _owner_and_other(cluster: TlsCluster, topic: str) -> tuple[Broker, Broker]:
     return owner, next(b for b in cluster.brokers if b is not owner)
 
 
-def test_admin_credentials_reach_the_owner(cluster: TlsCluster) -> None:
-    topic = "creds-forwarded"
+def _produce(cluster: TlsCluster, topic: str, count: int = 1) -> None:
+    """``count`` messages to ``topic`` through the first broker, as the superuser."""
     c = new_client(f"pulsar://127.0.0.1:{cluster.brokers[0].port}",
                    authentication=pulsar.AuthenticationToken(cluster.token()))
     try:
-        c.create_producer(f"persistent://public/default/{topic}").send(b"x")
+        producer = c.create_producer(topic)
+        for i in range(count):
+            producer.send(b"m%d" % i)
     finally:
         c.close()
+
+
+def test_admin_credentials_reach_the_owner(cluster: TlsCluster) -> None:
+    topic = "creds-forwarded"
+    _produce(cluster, f"persistent://public/default/{topic}")
     owner, other = _owner_and_other(cluster, topic)
     path = f"/admin/v2/persistent/public/default/{topic}/stats"
     bearer = {"Authorization": f"Bearer {cluster.token()}"}
@@ -272,14 +279,7 @@ def test_a_certificate_identity_reaches_the_partitions_owners(cluster: TlsCluste
     admin = AdminClient(cluster.brokers[0].admin, cluster.token())
     name = _spread_partitioned_topic(cluster, admin)
     topic = f"persistent://public/default/{name}"
-    c = new_client(f"pulsar://127.0.0.1:{cluster.brokers[0].port}",
-                   authentication=pulsar.AuthenticationToken(cluster.token()))
-    try:
-        producer = c.create_producer(topic)
-        for i in range(8):
-            producer.send(b"m%d" % i)
-    finally:
-        c.close()
+    _produce(cluster, topic, 8)
     admin.call("POST", "/admin/v2/namespaces/public/default/permissions/cert-reader", ["consume"])
     superuser = cluster.ca.issue("cert-admin", SUPERUSER, client=True)
     reader = cluster.ca.issue("cert-reader", "cert-reader", client=True)
@@ -324,12 +324,7 @@ def test_spark_admin_calls_carry_credentials_through_a_307(cluster: TlsCluster) 
     from spark_connector.errors import PulsarAdminError
 
     name = "spark-admin-307"
-    c = new_client(f"pulsar://127.0.0.1:{cluster.brokers[0].port}",
-                   authentication=pulsar.AuthenticationToken(cluster.token()))
-    try:
-        c.create_producer(f"persistent://public/default/{name}").send(b"x")
-    finally:
-        c.close()
+    _produce(cluster, f"persistent://public/default/{name}")
     owner, other = _owner_and_other(cluster, name)
     admin = SparkAdmin(other.admin, authentication=clients.AuthenticationToken(cluster.token()))
     stats = admin.internal_stats(name)
