@@ -7,7 +7,10 @@ value goes through ``broker.policies``; a path name the metadata store cannot ho
 307 to the owner for a topic this broker does not serve. An unexpected exception answers 500
 naming its type (its text, which may hold paths, goes to the log once); the server keeps serving.
 With authentication on, ``Authorization: Bearer <token>`` or ``Basic`` identifies the caller
-(401 otherwise) and each route's declared ``Access`` (``ROUTE_TABLE``) decides (403).
+(401 otherwise) and each route's declared ``Access`` (``ROUTE_TABLE``) decides (403). A call
+this broker passes on to another (a partition's owner, a bundle's owner) goes as this broker
+(broker.broker_client) naming the caller in ``X-Original-Principal``, which the other broker
+authorizes; that header from a role that is not a superuser or a proxy role answers 403.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import logging
 from urllib.parse import quote
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-import httpx
 import trio
 from hypercorn.trio import serve
 from starlette.applications import Starlette
@@ -27,6 +29,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from broker.authorization import Access, parse_actions
+from broker.broker_client import ORIGINAL_PRINCIPAL, BrokerClient
 from broker.errors import (
     BadRequestError,
     ConflictError,
@@ -136,13 +139,16 @@ def _wrap(fn: Callable[["AdminApi", Request], Awaitable[Any]]) -> Callable[["Adm
             need = _access_of(access, request.method)
             try:
                 role = await api.authenticate(request, need)
+                roles = api.service.authz.acting_roles(role, request.headers.get(ORIGINAL_PRINCIPAL))
             except SecurityError as exc:
                 return _error(exc.http_status, str(exc))
+            request.state.principal = roles[-1]  # the caller a forwarded request names (broker_client)
             bad = _bad_path_param(request)
             if bad is not None:
                 return _error(412, bad)
             try:
-                await api.service.authz.check_path(role, need, request.path_params)
+                for acting in roles:
+                    await api.service.authz.check_path(acting, need, request.path_params)
                 result = await fn(api, request)
             except SecurityError as exc:
                 return _error(exc.http_status, str(exc))
@@ -289,14 +295,14 @@ class AdminApi:
             redirect = await self._owner_redirect(request, name)
             return redirect if redirect is not None else [await local(name)]
         out: list[Any] = []
-        # Plain HTTP between brokers: no TLS context to build (that costs ~0.2 s per client).
-        async with httpx.AsyncClient(timeout=30, verify=False) as http:
+        client = self.service.broker_client
+        async with client.http() as http:
             for p in targets if targets is not None else [name.partition(i) for i in range(n)]:
                 owner = await self._foreign_owner(p)
                 if owner is None:
                     out.append(await local(p))
                 else:
-                    out.append(await _forward(http, request, owner, p, method, suffix, tolerate, content))
+                    out.append(await _forward(client, http, request, owner, p, method, suffix, tolerate, content))
         return out
 
     # -- clusters, tenants -----------------------------------------------------------------
@@ -434,7 +440,8 @@ class AdminApi:
         policies = await self.ns.get_policies(ns)
         own = self.service.ownership
         assert own is not None
-        async with httpx.AsyncClient(timeout=30, verify=False) as http:
+        client = self.service.broker_client
+        async with client.http() as http:
             for bundle in bundles(policies["bundles"]["boundaries"]):
                 owner = await own.bundle_owner(ns, bundle)
                 if owner is None:
@@ -442,8 +449,8 @@ class AdminApi:
                 if own.is_mine(owner):
                     await self.service.unload_bundle(ns, bundle)
                     continue
-                r = await http.put(f"{owner['httpUrl'].rstrip('/')}/admin/v2/namespaces/{ns}/{bundle}/unload",
-                                   headers=_forwarded_headers(request))
+                r = await http.put(f"{client.base_url(owner)}/admin/v2/namespaces/{ns}/{bundle}/unload",
+                                   headers=_forwarded_headers(client, request))
                 if r.status_code >= 400 and r.status_code != 404:
                     raise ForwardedError(r.status_code, f"unloading {ns}/{bundle}: {r.text}")
         return None
@@ -912,24 +919,21 @@ class ForwardedError(BrokerError):
         self.http_status = status
 
 
-def _forwarded_headers(request: Request) -> dict[str, str]:
-    """Headers of a request passed on to another broker: the caller's credentials go along, so
-    the owner authorizes the same role."""
-    headers = {"content-type": "application/json"}
-    if "authorization" in request.headers:
-        headers["authorization"] = request.headers["authorization"]
-    return headers
+def _forwarded_headers(client: BrokerClient, request: Request) -> dict[str, str]:
+    """Headers of a request passed on to another broker: this broker's credentials (the client's)
+    naming the caller as the original principal, so the owner authorizes the same role."""
+    return client.forwarded_headers(getattr(request.state, "principal", None), request.headers.get("authorization"))
 
 
-async def _forward(http: Any, request: Request, owner: dict[str, Any], partition: TopicName, method: str | None,
-                   suffix: str | None, tolerate: tuple[int, ...], content: bytes | None = None) -> Any:
+async def _forward(client: BrokerClient, http: Any, request: Request, owner: dict[str, Any], partition: TopicName,
+                   method: str | None, suffix: str | None, tolerate: tuple[int, ...], content: bytes | None = None) -> Any:
     """Send this request, for ``partition``, to the broker that owns it; its JSON answer."""
     parts = request.url.path.split("/")  # ['', 'admin', 'v2', domain, tenant, ns, topic, ...]
     rest = suffix if suffix is not None else ("/" + "/".join(parts[7:]) if len(parts) > 7 else "")
-    url = f"{owner['httpUrl'].rstrip('/')}/admin/v2/{partition.rest_path}{rest}"
+    url = f"{client.base_url(owner)}/admin/v2/{partition.rest_path}{rest}"
     r = await http.request(method or request.method, url, params=request.query_params,
                            content=await request.body() if content is None else content,
-                           headers=_forwarded_headers(request))
+                           headers=_forwarded_headers(client, request))
     if r.status_code in tolerate:
         return None
     if 300 <= r.status_code < 400:  # the partition moved meanwhile: the caller may retry

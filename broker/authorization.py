@@ -111,6 +111,7 @@ class Authorizer:
     def __init__(self, config: Any, namespaces: "NamespaceResources") -> None:
         self.enabled = bool(config.authorization_enabled)
         self.superusers = set(config.superuser_roles or [])
+        self.proxy_roles = set(getattr(config, "proxy_roles", None) or [])
         self.authenticate_metrics = bool(getattr(config, "authenticate_metrics_endpoint", False))
         self.authentication_enabled = bool(config.authentication_enabled)
         self.namespaces = namespaces
@@ -124,6 +125,26 @@ class Authorizer:
         if access is Access.METRICS:
             return self.authenticate_metrics
         return True
+
+    def acting_roles(self, role: str | None, original: str | None) -> list[str | None]:
+        """The roles a request is authorized as, given the ``X-Original-Principal`` it carries
+        (Pulsar's isValidOriginalPrincipal): a superuser (another broker forwarding a call) acts
+        as the original principal; a ``proxy_roles`` role and the original principal must both be
+        allowed; anyone else naming an original principal is refused (403), so a client cannot
+        impersonate another. Without authentication (no role) the header means nothing."""
+        if original is None or role is None:
+            return [role]
+        original = original.strip()
+        if not original:
+            raise AuthorizationError("an empty X-Original-Principal")
+        if role in self.superusers:
+            return [original]
+        if role in self.proxy_roles:
+            if original in self.proxy_roles:
+                raise AuthorizationError(f"a proxy role cannot be the original principal ({original:.80})")
+            return [role, original]
+        raise AuthorizationError(f"{role:.80} may not act for another role (X-Original-Principal): "
+                                 "not a superuser or one of the proxy_roles")
 
     async def check(self, role: str | None, access: Access | None, *, topic: str | TopicName | None = None,
                     namespace: str | NamespaceName | None = None, tenant: str | None = None,

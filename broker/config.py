@@ -140,6 +140,21 @@ class BrokerConfig:
     tls_allow_insecure_connection: bool = False
     tls_require_trusted_client_cert_on_connect: bool = False
     tls_cert_refresh_check_duration_sec: int = 300
+    # Roles trusted to act for another: a request from one may name its caller in
+    # X-Original-Principal, which is then authorized too (Pulsar's proxyRoles; superusers may as well).
+    proxy_roles: list[str] = field(default_factory=list)
+    # This broker's identity towards other brokers' admin API (broker/broker_client.py): Pulsar's
+    # brokerClientAuthenticationPlugin ("" = AuthenticationDisabled; AuthenticationToken,
+    # AuthenticationTls, AuthenticationBasic or token/tls/basic) and its parameters
+    # ("token:<jwt>", "file:///path", "tlsCertFile:..,tlsKeyFile:..", {"userId":..,"password":..}).
+    # The role must be a superuser (or in proxy_roles) on the other brokers.
+    broker_client_authentication_plugin: str = ""
+    broker_client_authentication_parameters: str = ""
+    # HTTPS to the other brokers' web_service_port_tls; the trust file defaults to tls_trust_certs_file_path.
+    broker_client_tls_enabled: bool = False
+    broker_client_trust_certs_file_path: str = ""
+    broker_client_certificate_file_path: str = ""
+    broker_client_key_file_path: str = ""
 
     def __post_init__(self) -> None:
         if not self.advertised_address:

@@ -250,6 +250,7 @@ class LoadManager:
         rss, total_mem = _memory_mb()
         report = {
             "webServiceUrl": svc.web_url,
+            "webServiceUrlTls": svc.web_url_tls,
             "pulsarServiceUrl": svc.service_url,
             "brokerVersionString": "quire-0.1",
             "startTimestamp": int(svc.started_at * 1000),
@@ -475,9 +476,10 @@ class LoadManager:
         picks = bundles_to_shed(reports, usage, self.config.load_balancer_broker_threshold_shedder_percentage, recent)
         if not picks:
             return []
-        async with httpx.AsyncClient(timeout=30, verify=False) as http:
+        svc_client = self.service.broker_client
+        async with svc_client.http() as http:  # as this broker: with authentication on, as a superuser
             for broker, name in picks:
-                url = f"{reports[broker]['webServiceUrl'].rstrip('/')}/admin/v2/namespaces/{name}/unload"
+                url = f"{svc_client.base_url(reports[broker])}/admin/v2/namespaces/{name}/unload"
                 try:
                     r = await http.put(url)
                 except httpx.HTTPError as exc:

@@ -23,6 +23,7 @@ from bookie.client.local_bookie import RequestHandler
 from broker import backlog_quota
 from broker.admin import serve_admin
 from broker.authorization import Authorizer
+from broker.broker_client import BrokerClient
 from broker.config import BrokerConfig, managed_ledger_config
 from broker.connection import ServerConnection
 from broker.entry_meta import parse_metadata
@@ -75,6 +76,7 @@ class BrokerService:
         self.schemas = SchemaRegistry(store)
         self.authn = AuthenticationService.from_config(config)
         self.authz = Authorizer(config, self.namespaces)
+        self.broker_client = BrokerClient(config)  # calling other brokers' admin API as this broker
         # bcrypt checks run in threads; two at a time keeps a login storm from starving the loop
         self.auth_limiter = trio.CapacityLimiter(2)
         tls_wanted = config.broker_service_port_tls >= 0 or config.web_service_port_tls >= 0

@@ -13,45 +13,33 @@ from typing import Any
 import click
 import httpx
 
+from clients.admin_http import AdminHttp, AdminRedirectError
+from clients.auth import Authentication, AuthenticationBasic, AuthenticationToken
 from quire.cli_errors import NOT_LISTENING
 
 
 class AdminClient:
-    """Thin synchronous wrapper over the REST endpoints (raises ``click.ClickException``)."""
+    """Thin synchronous wrapper over the REST endpoints (raises ``click.ClickException``); the
+    HTTP side (credentials, TLS trust, the 307 to a topic's owner) is clients.admin_http's."""
 
     def __init__(self, url: str, auth_token: str | None = None, auth_basic: str | None = None,
                  tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False) -> None:
         self._url = url.rstrip("/")
-        headers = {}
+        auth: Authentication | None = None
         if auth_token:
-            headers["Authorization"] = f"Bearer {auth_token.strip()}"
+            auth = AuthenticationToken(auth_token.strip())
         elif auth_basic:
-            import base64
-            headers["Authorization"] = "Basic " + base64.b64encode(auth_basic.encode()).decode()
-        verify: Any = True
-        if tls_allow_insecure_connection:
-            verify = False
-        elif tls_trust_certs_file_path:
-            import ssl
-            verify = ssl.create_default_context(cafile=tls_trust_certs_file_path)
-        self._http = httpx.Client(base_url=self._url, timeout=30, headers=headers, verify=verify)
-
-    MAX_REDIRECTS = 5
+            user, _, password = auth_basic.partition(":")
+            auth = AuthenticationBasic(user, password)
+        self._session = AdminHttp(self._url, authentication=auth, tls_trust_certs_file_path=tls_trust_certs_file_path,
+                                  tls_allow_insecure_connection=tls_allow_insecure_connection)
+        self._http = self._session.http
 
     def _request(self, method: str, path: str, body: Any) -> httpx.Response:
-        """One call, following the brokers' 307s to a topic's owner itself: httpx would drop
-        ``Authorization`` on a redirect to another port (a new origin), and the owner broker of
-        the same cluster needs the caller's credentials as much as this one did (Pulsar's admin
-        client re-sends them too). An https -> http redirect is refused: no credentials in clear."""
-        resp = self._http.request(method, path, json=body)
-        for _ in range(self.MAX_REDIRECTS):
-            if resp.status_code not in (307, 308) or "location" not in resp.headers:
-                return resp
-            target = resp.url.join(resp.headers["location"])
-            if resp.url.scheme == "https" and target.scheme != "https":
-                raise click.ClickException(f"{method} {path}: refusing a redirect from https to {target}")
-            resp = self._http.request(method, target, json=body)  # the client's headers go to any URL
-        raise click.ClickException(f"{method} {path}: more than {self.MAX_REDIRECTS} redirects")
+        try:
+            return self._session.request(method, path, json=body)
+        except AdminRedirectError as exc:
+            raise click.ClickException(f"{method} {path}: {exc}") from None
 
     def call(self, method: str, path: str, body: Any = None, *, raw: bool = False) -> Any:
         try:

@@ -6,9 +6,10 @@ The ASGI TLS extension (asgiref's "TLS Extension" spec) puts the peer's certific
 request's ``scope["extensions"]["tls"]``: ``client_cert_chain`` (PEM strings, leaf first),
 ``client_cert_name`` (the RFC 4514 subject), ``client_cert_error``, ``tls_version``,
 ``cipher_suite``, ``server_cert``. hypercorn's trio ``TCPServer`` does the handshake and passes
-nothing of it on, so :func:`install_tls_scope` swaps the ``TCPServer`` class its ``worker_serve``
-builds per connection for a subclass that wraps that connection's app and adds the extension
-(idempotent; every hypercorn server of the process gets it, plain HTTP connections unchanged).
+nothing of it on, so :func:`install_tls_scope` adds an app hook to quire.http_guard's guarded
+connection (the one ``worker_serve`` builds per connection) that wraps that connection's app and
+adds the extension (idempotent; every hypercorn server of the process gets it, plain HTTP
+connections unchanged).
 Only a certificate the handshake verified is reported (``getpeercert()`` is empty for none or
 for one the context did not verify), so a role taken from it is one the trust file vouches for.
 """
@@ -21,6 +22,7 @@ from typing import Any, Callable
 import trio
 from hypercorn.config import Config
 
+from quire.http_guard import guard_connections
 from quire.security.tls import ServerTls
 
 _TLS_VERSIONS = {"TLSv1.2": 0x0303, "TLSv1.3": 0x0304}
@@ -66,23 +68,14 @@ class _WithTlsScope:
         await self.app(scope, receive, send, sync_spawn, call_soon)
 
 
+def _tls_scope_hook(app: Any, stream: Any) -> Any:
+    # Its handshake runs later, inside the guarded connection: the extension is read on the first request.
+    return _WithTlsScope(app, stream) if isinstance(stream, trio.SSLStream) else app
+
+
 def install_tls_scope() -> None:
     """Make hypercorn's trio server add the ASGI TLS extension on TLS connections (idempotent)."""
-    from hypercorn.trio import run as trio_run
-
-    base: Any = trio_run.TCPServer
-    if getattr(base, "_quire_tls_scope", False):
-        return
-
-    class TlsScopeTCPServer(base):
-        _quire_tls_scope = True
-
-        def __init__(self, app: Any, config: Any, context: Any, state: Any, stream: Any) -> None:
-            if isinstance(stream, trio.SSLStream):  # its handshake runs later, in run()
-                app = _WithTlsScope(app, stream)
-            super().__init__(app, config, context, state, stream)
-
-    setattr(trio_run, "TCPServer", TlsScopeTCPServer)  # the name worker_serve looks up per connection
+    guard_connections(_tls_scope_hook)
 
 
 def peer_cert(scope: Any) -> dict[str, Any] | None:

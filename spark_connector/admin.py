@@ -1,18 +1,28 @@
 """A minimal blocking client of the broker's admin REST API (``/admin/v2``), for planning on the driver.
 
 Only what the connector needs: partition counts, namespace topic lists, internal stats (ledgers,
-last confirmed entry), durable subscriptions created/reset to a position, topic stats.
+last confirmed entry), durable subscriptions created/reset to a position, topic stats. The HTTP
+side is clients.admin_http's, as for ``quire admin``: the credentials of the connector's
+``pulsar.client.authPluginClassName`` / ``authParams`` on every call, its TLS trust options, and
+a broker's 307 to a topic's owner followed with the credentials re-sent (on POST too).
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import httpx
+
+from clients.admin_http import AdminHttp
+
 from .errors import PulsarAdminError
+
+if TYPE_CHECKING:
+    from clients.auth import Authentication
+
+    from .options import PulsarOptions
 
 PARTITION_SUFFIX = "-partition-"
 
@@ -36,22 +46,32 @@ def _rest_path(topic: str) -> str:
 
 
 class AdminClient:
-    def __init__(self, admin_url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, admin_url: str, timeout_s: float = 30.0, *, authentication: "Authentication | None" = None,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False) -> None:
         self.base = admin_url.rstrip("/")
         self.timeout_s = timeout_s
+        self._http = AdminHttp(self.base, authentication=authentication, timeout=timeout_s,
+                               tls_trust_certs_file_path=tls_trust_certs_file_path,
+                               tls_allow_insecure_connection=tls_allow_insecure_connection)
+
+    @classmethod
+    def for_options(cls, opts: "PulsarOptions") -> "AdminClient":
+        """The admin client of a query: ``admin.url`` with the ``pulsar.client.*`` credentials and TLS trust."""
+        conf = opts.client_conf
+        return cls(opts.admin_url or "", authentication=conf.get("authentication"),
+                   tls_trust_certs_file_path=conf.get("tls_trust_certs_file_path"),
+                   tls_allow_insecure_connection=bool(conf.get("tls_allow_insecure_connection")))
 
     def _call(self, method: str, path: str, body: Any = None, *, missing_ok: bool = False) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            if missing_ok and exc.code == 404:
-                return None
-            raise PulsarAdminError(exc.code, path, exc.read().decode(errors="replace")) from None
-        return json.loads(raw) if raw.strip() else None
+            resp = self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise PulsarAdminError(0, path, f"{type(exc).__name__}: {exc} (admin.url {self.base})") from None
+        if missing_ok and resp.status_code == 404:
+            return None
+        if resp.status_code >= 300:
+            raise PulsarAdminError(resp.status_code, path, resp.text)
+        return json.loads(resp.content) if resp.content.strip() else None
 
     def partitions(self, topic: str) -> int:
         return int(self._call("GET", _rest_path(topic) + "/partitions")["partitions"])

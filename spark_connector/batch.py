@@ -24,7 +24,7 @@ class RangePartition(InputPartition):
 
 
 def plan_batch(opts: PulsarOptions) -> list[RangePartition]:
-    admin = AdminClient(opts.admin_url or "")
+    admin = AdminClient.for_options(opts)
     parts: list[RangePartition] = []
     for tp in topic_partitions(resolve_topics(opts, admin), admin):
         info = partition_info(admin, tp)

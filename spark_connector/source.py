@@ -25,7 +25,7 @@ def topics_value_schema(opts: PulsarOptions) -> ValueSchema | None:
     from .admin import AdminClient
     from .planner import resolve_topics
 
-    admin = AdminClient(opts.admin_url or "")
+    admin = AdminClient.for_options(opts)
     found: dict[str, tuple[str, str] | None] = {}
     for topic in resolve_topics(opts, admin):
         info = admin.schema(topic)

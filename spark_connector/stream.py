@@ -50,7 +50,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver ---------------------------------------------------------------------------
 
     def _admin(self) -> AdminClient:
-        return AdminClient(self.opts.admin_url or "")
+        return AdminClient.for_options(self.opts)
 
     def _refresh(self) -> dict[str, PartitionInfo]:
         admin = self._admin()

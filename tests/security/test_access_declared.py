@@ -159,3 +159,17 @@ def test_which_accesses_need_credentials() -> None:
     assert a.needs_role(Access.AUTHENTICATED) and a.needs_role(Access.LOOKUP)
     assert _authorizer(authenticate_metrics_endpoint=True).needs_role(Access.METRICS)
     assert not _authorizer(authentication_enabled=False).needs_role(Access.SUPERUSER)
+
+
+def test_original_principal_counts_from_superusers_and_proxy_roles_only() -> None:
+    """X-Original-Principal (Pulsar's isValidOriginalPrincipal): a superuser (another broker)
+    acts as the caller it names; a proxy role and its caller must both be allowed; anyone else
+    naming a principal is refused; without a role (authentication off) the header means nothing."""
+    a = _authorizer(proxy_roles=["proxy"])
+    assert a.acting_roles("writer", None) == ["writer"]
+    assert a.acting_roles("root", "writer") == ["writer"]
+    assert a.acting_roles("proxy", "writer") == ["proxy", "writer"]
+    assert a.acting_roles(None, "root") == [None]
+    for role, original in (("writer", "root"), ("proxy", "proxy"), ("root", " ")):
+        with pytest.raises(AuthorizationError):
+            a.acting_roles(role, original)

@@ -32,10 +32,12 @@ from tests.e2e.raw_protocol import RawConnection, T, next_request_id
 from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses, free_port
 from tests.fixtures.zookeeper import ZooKeeperServer
-from tests.security.certs import CertificateAuthority
+from tests.security import hostile
+from tests.security.certs import CertificateAuthority, Issued
 from tests.security.test_tls import round_trip
 
 SUPERUSER = "admin"
+BROKER_ROLE = "cluster-broker"  # how the brokers authenticate to each other
 
 
 @dataclass
@@ -66,6 +68,8 @@ class TlsCluster:
     ca_file: str
     client_key: bytes
     bookie_key: bytes
+    rogue: Issued  # a client certificate of another CA
+    ca: CertificateAuthority
 
     def token(self, role: str = SUPERUSER) -> str:
         return create_token(role, secret_key=self.client_key)
@@ -95,8 +99,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
         f'tls_provider_factory_class = "OpenSSL"\ntls_certificate_path = "{bookie_cert.cert}"\n'
         f'tls_key_store = "{bookie_cert.key}"\nhttp_server_tls_enable = true\n')
     (base / "broker.toml").write_text(
-        "authentication_enabled = true\nauthentication_providers = [\"token\"]\n"
-        f"authorization_enabled = true\nsuperuser_roles = [\"{SUPERUSER}\"]\n"
+        "authentication_enabled = true\nauthentication_providers = [\"token\", \"tls\"]\n"
+        f"authorization_enabled = true\nsuperuser_roles = [\"{SUPERUSER}\", \"{BROKER_ROLE}\"]\n"
+        # the brokers call each other as BROKER_ROLE, over HTTPS (trusting tls_trust_certs_file_path)
+        'broker_client_authentication_plugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"\n'
+        f'broker_client_authentication_parameters = "token:{create_token(BROKER_ROLE, secret_key=client_key)}"\n'
+        "broker_client_tls_enabled = true\n"
         f'token_secret_key = "file://{base / "client.key"}"\n'
         f'tls_certificate_file_path = "{broker_cert.cert}"\ntls_key_file_path = "{broker_cert.key}"\n'
         f'tls_trust_certs_file_path = "{ca.file}"\n'
@@ -116,7 +124,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer
                                      "--set", f"broker_service_port_tls={tls_port}",
                                      "--set", f"web_service_port_tls={web_tls}", ready_path="/metrics")
             brokers.append(Broker(port, web, tls_port, web_tls))
-        yield TlsCluster(procs, brokers, bookie_http, str(ca.file), client_key, bookie_key)
+        rogue = CertificateAuthority(base, "rogue-ca").issue("rogue", SUPERUSER, client=True)
+        yield TlsCluster(procs, brokers, bookie_http, str(ca.file), client_key, bookie_key, rogue, ca)
         codes = [p.terminate() for p in reversed(procs.procs)]
         assert codes == [0] * len(codes), codes
     finally:
@@ -153,14 +162,21 @@ def _owner_and_other(cluster: TlsCluster, topic: str) -> tuple[Broker, Broker]:
     return owner, next(b for b in cluster.brokers if b is not owner)
 
 
-def test_admin_credentials_reach_the_owner(cluster: TlsCluster) -> None:
-    topic = "creds-forwarded"
+def _produce(cluster: TlsCluster, topic: str, count: int = 1) -> None:
+    """``count`` messages to ``topic`` through the first broker, as the superuser."""
     c = new_client(f"pulsar://127.0.0.1:{cluster.brokers[0].port}",
                    authentication=pulsar.AuthenticationToken(cluster.token()))
     try:
-        c.create_producer(f"persistent://public/default/{topic}").send(b"x")
+        producer = c.create_producer(topic)
+        for i in range(count):
+            producer.send(b"m%d" % i)
     finally:
         c.close()
+
+
+def test_admin_credentials_reach_the_owner(cluster: TlsCluster) -> None:
+    topic = "creds-forwarded"
+    _produce(cluster, f"persistent://public/default/{topic}")
     owner, other = _owner_and_other(cluster, topic)
     path = f"/admin/v2/persistent/public/default/{topic}/stats"
     bearer = {"Authorization": f"Bearer {cluster.token()}"}
@@ -215,3 +231,107 @@ def test_tls_lookup_redirects_to_the_owner_tls_url(cluster: TlsCluster) -> None:
     stats = AdminClient(owner.admin, cluster.token()).call("GET", f"/admin/v2/persistent/public/default/{name}/stats")
     assert stats["msgInCounter"] == 2  # both producers reached the owner
     assert _owner_and_other(cluster, name)[0] is owner  # and it did not move meanwhile
+
+
+def test_hostile_connections_leave_brokers_and_bookies_serving(cluster: TlsCluster) -> None:
+    """Garbage instead of a ClientHello, resets before/during/after the handshake, plain HTTP on
+    the HTTPS port, an untrusted client certificate: on the brokers' HTTPS and HTTP ports and the
+    bookies' HTTPS ports. Each process keeps serving and logs no traceback."""
+    ca = Path(cluster.ca_file)
+    targets = [(b.web_tls, True) for b in cluster.brokers] + [(b.web, False) for b in cluster.brokers]
+    targets += [(port, True) for port in cluster.bookie_http]
+    for port, tls in targets:
+        for attack in hostile.attacks(port, ca, cluster.rogue, tls=tls):
+            attack()
+    bearer = {"Authorization": f"Bearer {cluster.token()}"}
+    for b in cluster.brokers:
+        with httpx.Client(base_url=b.admin_tls, verify=cluster.https(), headers=bearer, timeout=10) as h:
+            assert h.get("/admin/v2/clusters").status_code == 200
+        assert httpx.get(b.admin + "/admin/v2/clusters", headers=bearer, timeout=10).status_code == 200
+    broker_token = create_token("broker", secret_key=cluster.bookie_key)
+    for port in cluster.bookie_http:
+        r = httpx.get(f"https://127.0.0.1:{port}/api/v1/bookie/state", verify=cluster.https(), timeout=10,
+                      headers={"Authorization": f"Bearer {broker_token}"})
+        assert r.status_code == 200, r.text
+    for proc in cluster.procs.procs:
+        assert proc.is_running, proc.log_tail(30)
+        assert "Traceback" not in proc.log_text(), proc.log_tail(60)
+
+
+def _spread_partitioned_topic(cluster: TlsCluster, admin: AdminClient, partitions: int = 4) -> str:
+    """A partitioned topic whose partitions both brokers own (lookups place them; a name whose
+    partitions all land on one broker is left and another tried)."""
+    for attempt in range(8):
+        name = f"cert-fanout-{attempt}"
+        admin.call("PUT", f"/admin/v2/persistent/public/default/{name}/partitions", partitions)
+        owners = {admin.call("GET", f"/lookup/v2/topic/persistent/public/default/{name}-partition-{i}")["brokerUrl"]
+                  for i in range(partitions)}
+        if len(owners) == len(cluster.brokers):
+            return name
+    raise AssertionError("the partitions never spread over both brokers")
+
+
+def test_a_certificate_identity_reaches_the_partitions_owners(cluster: TlsCluster) -> None:
+    """A caller authenticated by its HTTPS client certificate asks one broker for a partitioned
+    topic's stats: the broker asks the partitions' owners as itself (broker_client_*, over
+    HTTPS) naming the caller in X-Original-Principal, and each owner authorizes the caller. Before,
+    only an Authorization header was passed on: the certificate's role got 401 from the other broker."""
+    admin = AdminClient(cluster.brokers[0].admin, cluster.token())
+    name = _spread_partitioned_topic(cluster, admin)
+    topic = f"persistent://public/default/{name}"
+    _produce(cluster, topic, 8)
+    admin.call("POST", "/admin/v2/namespaces/public/default/permissions/cert-reader", ["consume"])
+    superuser = cluster.ca.issue("cert-admin", SUPERUSER, client=True)
+    reader = cluster.ca.issue("cert-reader", "cert-reader", client=True)
+    nobody = cluster.ca.issue("cert-nobody", "cert-nobody", client=True)
+    path = f"/admin/v2/persistent/public/default/{name}/partitioned-stats"
+    for b in cluster.brokers:
+        for cert in (superuser, reader):
+            ctx = cluster.https()
+            ctx.load_cert_chain(str(cert.cert), str(cert.key))
+            r = httpx.get(b.admin_tls + path, verify=ctx, timeout=30)
+            assert r.status_code == 200, (cert.cert.name, r.text)
+            assert r.json()["msgInCounter"] == 8  # every partition's owner answered
+        ctx = cluster.https()
+        ctx.load_cert_chain(str(nobody.cert), str(nobody.key))
+        assert httpx.get(b.admin_tls + path, verify=ctx, timeout=30).status_code == 403
+
+
+def test_only_trusted_roles_may_name_an_original_principal(cluster: TlsCluster) -> None:
+    """X-Original-Principal counts from another broker (a superuser) or a proxy role only: a
+    client naming the superuser there is refused, and a broker acting for a caller gets that
+    caller's rights, not its own."""
+    url = cluster.brokers[1].admin + "/admin/v2/tenants"
+
+    def get(role: str, original: str | None) -> int:
+        headers = {"Authorization": f"Bearer {cluster.token(role)}"}
+        if original is not None:
+            headers["X-Original-Principal"] = original
+        return httpx.get(url, headers=headers, timeout=30).status_code
+
+    assert get("someone", None) == 403
+    assert get("someone", SUPERUSER) == 403  # no impersonation
+    assert get(BROKER_ROLE, SUPERUSER) == 200
+    assert get(BROKER_ROLE, "someone") == 403  # the original principal is what is authorized
+    assert get(SUPERUSER, None) == 200
+
+
+def test_spark_admin_calls_carry_credentials_through_a_307(cluster: TlsCluster) -> None:
+    """spark_connector's admin client (clients.admin_http, as quire admin): the connector's token on
+    every call, and a PUT/POST answered 307 by the broker that does not own the topic followed to
+    the owner with the token re-sent (urllib sent none and does not follow a 307 on POST)."""
+    from spark_connector.admin import AdminClient as SparkAdmin
+    from spark_connector.errors import PulsarAdminError
+
+    name = "spark-admin-307"
+    _produce(cluster, f"persistent://public/default/{name}")
+    owner, other = _owner_and_other(cluster, name)
+    admin = SparkAdmin(other.admin, authentication=clients.AuthenticationToken(cluster.token()))
+    stats = admin.internal_stats(name)
+    ledger = stats["ledgers"][-1]["ledgerId"]
+    admin.create_subscription(name, "spark-sub", ledger, 0)  # PUT, 307 to the owner
+    admin.reset_cursor(name, "spark-sub", ledger, 0)  # POST, 307 to the owner
+    assert "spark-sub" in admin.subscriptions(name)
+    with pytest.raises(PulsarAdminError) as info:
+        SparkAdmin(other.admin).subscriptions(name)
+    assert info.value.status == 401

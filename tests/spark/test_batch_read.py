@@ -180,7 +180,7 @@ def test_large_backlog_splits_by_ledger(spark: Any, pulsar_node: Any) -> None:
     ({"topic": "a", "startingTime": "5", "startingOffsets": "earliest"}, "startingTime"),
     ({"topic": "a", "maxEntriesPerTrigger": "5"}, "maxEntriesPerTrigger"),
     ({"topicsPattern": "("}, "topicsPattern"),
-    ({"topic": "a", "pulsar.client.authPluginClassName": "x"}, "pulsar.client.authpluginclassname"),
+    ({"topic": "a", "pulsar.client.statsIntervalSeconds": "5"}, "pulsar.client.statsintervalseconds"),
     ({"topic": "a", "pulsar.producer.batchingEnabled": "true"}, "pulsar.producer.batchingEnabled"),
 ])
 def test_option_errors_name_the_option(spark: Any, pulsar_node: Any, options: dict[str, str], named: str) -> None:

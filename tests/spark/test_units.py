@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -139,7 +140,11 @@ def test_passthrough_options_become_client_kwargs() -> None:
 
 
 @pytest.mark.parametrize("extra,purpose,named,why", [
-    ({"pulsar.client.authPluginClassName": "x"}, "read", "pulsar.client.authpluginclassname", "not supported"),
+    ({"pulsar.client.statsIntervalSeconds": "5"}, "read", "pulsar.client.statsintervalseconds", "not supported"),
+    ({"pulsar.client.authPluginClassName": "x"}, "read", "pulsar.client.authPluginClassName", "unknown authentication plugin"),
+    ({"pulsar.client.authPluginClassName": "token"}, "read", "pulsar.client.authPluginClassName", "needs a token"),
+    ({"pulsar.client.authParams": "token:abc"}, "read", "pulsar.client.authParams", "needs pulsar.client.authPluginClassName"),
+    ({"pulsar.client.tlsTrustCertsFilePath": "/no/ca.pem"}, "read", "pulsar.client.tlsTrustCertsFilePath", "no such file"),
     ({"pulsar.reader.receiverQueueSize": "-1"}, "read", "pulsar.reader.receiverQueueSize", "bad value"),
     ({"pulsar.reader.receiverQueueSize": "5", "readMode": "direct", "metadata.url": "zk://h:1"}, "read",
      "pulsar.reader.receiverQueueSize", "readMode=broker"),
@@ -151,6 +156,25 @@ def test_passthrough_options_become_client_kwargs() -> None:
 def test_passthrough_option_errors(extra: dict[str, str], purpose: str, named: str, why: str) -> None:
     with pytest.raises(PulsarOptionError, match=f"'{named}'.*{why}"):
         parse_options({**BASE, "topic": "a", **{k.lower(): v for k, v in extra.items()}}, purpose=purpose)
+
+
+def test_auth_options_serve_the_client_and_the_admin_calls(tmp_path: Path) -> None:
+    """StreamNative's authPluginClassName/authParams: the clients.Client ``authentication`` and the
+    driver's admin credentials, in either read mode (readMode=direct plans through the admin API too)."""
+    from clients.auth import AuthenticationToken
+    from spark_connector.admin import AdminClient
+    from tests.security.certs import CertificateAuthority
+
+    ca = CertificateAuthority(tmp_path)
+    auth = {"pulsar.client.authpluginclassname": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+            "pulsar.client.authparams": "token:abc", "pulsar.client.tlstrustcertsfilepath": str(ca.file)}
+    for mode in ({}, {"readmode": "direct", "metadata.url": "zk://h:1"}):
+        opts = parse_options({**BASE, "topic": "a", **auth, **mode}, purpose="read")
+        assert isinstance(opts.client_conf["authentication"], AuthenticationToken)
+        assert opts.client_conf["tls_trust_certs_file_path"] == str(ca.file)
+    admin = AdminClient.for_options(parse_options({**BASE, "topic": "a", **auth}, purpose="read"))
+    assert admin._http.headers() == {"Authorization": "Bearer abc"}
+    assert "abc" not in repr(opts.client_conf)  # the token never shows in a repr (Spark logs plans)
 
 
 def test_end_of_ledger_offsets_and_consumed_ledgers() -> None:
