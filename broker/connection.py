@@ -549,7 +549,7 @@ class ServerConnection:
         self._creating_producers.add(pid)
         try:
             name = TopicName.parse(c.topic)
-            topic = await self.service.get_topic(name, create=True)
+            topic = await self.service.get_available_topic(name, create=True)
             schema_version = None
             if c.HasField("schema"):
                 v = await self.service.schemas.get_or_create(
@@ -646,7 +646,7 @@ class ServerConnection:
         self._creating_consumers.add(cid)
         try:
             name = TopicName.parse(c.topic)
-            topic = await self.service.get_topic(name, create=c.force_topic_creation)
+            topic = await self.service.get_available_topic(name, create=c.force_topic_creation)
             if c.HasField("schema") and c.schema.type != 0:
                 await self.service.schemas.get_or_create(
                     name, c.schema.type, c.schema.name, c.schema.schema_data, {p.key: p.value for p in c.schema.properties})

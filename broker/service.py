@@ -33,6 +33,7 @@ from broker.errors import (
     NamespaceNotFoundError,
     NotAllowedError,
     ServiceNotReadyError,
+    TopicFencedError,
     TopicNotFoundError,
 )
 from broker.metrics import BrokerMetrics
@@ -409,6 +410,19 @@ class BrokerService:
         finally:
             del self._loading[key]
             ev.set()
+
+    async def get_available_topic(self, name: TopicName, create: bool = True) -> PersistentTopic:
+        """``get_topic`` for PRODUCER and SUBSCRIBE: a topic found unloading (fenced, or its
+        managed ledger closed under it) is waited out and loaded again here. Answering
+        "retryable" instead is not enough: the official C++ client does not retry a refused
+        SUBSCRIBE while its connection stays up ("already connected")."""
+        for _ in range(3):
+            topic = await self.get_topic(name, create)
+            if topic.available():
+                return topic
+            with trio.move_on_after(15):
+                await topic.close_done.wait()
+        raise TopicFencedError("Topic is temporarily unavailable")
 
     async def _load_topic(self, name: TopicName, create: bool) -> PersistentTopic:
         if not name.persistent:

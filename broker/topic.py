@@ -43,6 +43,7 @@ from broker.subscription import Subscription
 from managed_ledger import Entry, Position
 from managed_ledger.interfaces import ManagedCursorView, ManagedLedgerView
 from managed_ledger.errors import (
+    ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
@@ -193,6 +194,18 @@ class PersistentTopic:
         self.service.forget_topic(self)
         self.close_done.set()
 
+    def available(self) -> bool:
+        """Whether new producers and consumers may attach. A managed ledger closed under the
+        topic (its close cut short elsewhere) unloads the topic here, so the next load opens
+        it afresh instead of every attach meeting ManagedLedgerClosedError for good."""
+        if not (self.closed or self.fenced) and self.ml.closing:
+            self._fenced(ManagedLedgerClosedError(self.ml.name))
+        return not (self.closed or self.fenced)
+
+    def _check_available(self) -> None:
+        if not self.available():
+            raise TopicFencedError("Topic is temporarily unavailable")
+
     def fence(self, exc: BaseException) -> None:
         """The managed ledger says another broker owns the topic (or a write failed): close it
         here, so its clients look it up again."""
@@ -209,8 +222,7 @@ class PersistentTopic:
 
     async def add_producer(self, producer: Producer, topic_epoch: int | None) -> trio.Event | None:
         """Attach a producer; returns an Event to wait on for WaitForExclusive, else None."""
-        if self.closed or self.fenced:
-            raise TopicFencedError("Topic is temporarily unavailable")
+        self._check_available()
         backlog_quota.check_new_producer(self)
         if producer.name in self.producers:
             raise ProducerBusyError(f"Producer with name '{producer.name}' is already connected to topic")
@@ -346,8 +358,7 @@ class PersistentTopic:
         start: Position | None = None,
         key_shared_mode: int = 0,
     ) -> Subscription:
-        if self.closed or self.fenced:
-            raise TopicFencedError("Topic is temporarily unavailable")
+        self._check_available()
         check_subscription_name(sub_name)
         if durable:
             sub = self.subscriptions.get(sub_name)

@@ -23,6 +23,10 @@ from metadata.store import MetadataStore
 log = logging.getLogger(__name__)
 
 
+# How long an open waits for a close under way of the same ledger (a topic bounds its close
+# at 10 s) before recovering a new instance regardless.
+CLOSE_WAIT_ON_REOPEN_S = 15.0
+
 class ManagedLedgerFactory:
     def __init__(self, store: MetadataStore, bk: LedgerClient, config: ManagedLedgerConfig | None = None) -> None:
         self.store = store
@@ -63,7 +67,13 @@ class ManagedLedgerFactory:
         async with lock:
             ml = self._ledgers.get(name)
             if ml is not None:
-                return ml
+                if not ml.closing:
+                    return ml
+                # Being closed (a fenced topic unloading): wait for that close, then recover
+                # a new instance; a close that hangs is not waited for forever.
+                with trio.move_on_after(CLOSE_WAIT_ON_REOPEN_S):
+                    await ml.wait_closed()
+                self._forget(ml)
             ml = ManagedLedger(name, config or self.config, self.store, self.bk, self.cache_manager.cache_for(name))
             await self._nursery.start(ml.run)
             try:

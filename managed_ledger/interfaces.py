@@ -113,6 +113,10 @@ class ManagedLedgerView(Protocol):
 
     async def close(self) -> None: ...
 
+    @property
+    def closing(self) -> bool:
+        """A close has started or ended: the owner must reopen, not use it."""
+
     def internal_stats(self) -> dict[str, Any]: ...
 
     def set_config(self, **changes: Any) -> None: ...

@@ -109,6 +109,7 @@ class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
         self._nursery: trio.Nursery | None = None
         self._cancel_scope: trio.CancelScope | None = None
         self._closed_event = trio.Event()
+        self._closing = False
         self.on_close: Callable[["ManagedLedger"], None] | None = None  # the factory forgets it
         self.ledgers_deleted_counter = 0
         self.last_ledger_created_ms = 0
@@ -441,10 +442,34 @@ class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
     def terminated_position(self) -> Position | None:
         return self._terminated_position
 
+    @property
+    def closing(self) -> bool:
+        """A close has started (or ended): the factory opens a new instance instead."""
+        return self._closing or self.state == State.CLOSED
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
     async def close(self) -> None:
-        """Persist cursors, close the current ledger, stop background tasks."""
-        if self.state == State.CLOSED:
+        """Persist cursors, close the current ledger, stop background tasks. A second caller
+        waits for the first one's close. Cut short (cancelled), the close still ends with the
+        ledger CLOSED and forgotten by the factory, so the next open recovers a new instance
+        instead of getting this one (a chaos run's topic stayed unloadable for 25 minutes)."""
+        if self.closing:
+            await self._closed_event.wait()
             return
+        self._closing = True
+        try:
+            await self._close_parts()
+        finally:
+            self.state = State.CLOSED
+            self._ledger_ready.set()
+            self._wake_readers()
+            self._closed_event.set()
+            if self.on_close is not None:
+                self.on_close(self)
+
+    async def _close_parts(self) -> None:
         was_fenced = self.state == State.FENCED
         if self._current is not None:
             with trio.move_on_after(10):
@@ -463,10 +488,6 @@ class ManagedLedger(AddPipeline, LedgerRollover, LedgerReads, LedgerTrimming):
         self._read_handles.clear()
         self._current = None
         self.cache.clear()
-        self._wake_readers()
-        self._closed_event.set()
-        if self.on_close is not None:
-            self.on_close(self)
 
     # ------------------------------------------------------------------ stats
     def internal_stats(self) -> dict[str, Any]:

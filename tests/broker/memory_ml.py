@@ -224,6 +224,10 @@ class MemoryManagedLedger:
     async def close(self) -> None:
         self.closed = True
 
+    @property
+    def closing(self) -> bool:
+        return self.closed
+
     def internal_stats(self) -> dict[str, Any]:
         return {"numberOfEntries": len(self.entries), "lastConfirmedEntry": str(self.last_confirmed_entry)}
 
