@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Awaitable, Callable
 
 import trio
 
@@ -26,6 +27,7 @@ from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
 from bookie.auth import BookieAuthenticator
 from bookie.protocol import FrameDecoder, Op, Request, Response, Status, encode_response
+from quire import hop_trace
 from quire.outbox import Outbox, OutboxStalled
 from bookie.request_processor import RequestProcessor
 
@@ -161,8 +163,11 @@ class Connection:
         return self.outbox.queued_bytes
 
     async def writer(self, scope: trio.CancelScope) -> None:
+        send_all: Callable[[bytes], Awaitable[object]] = self.stream.send_all
+        if hop_trace.ENABLED:
+            send_all = hop_trace.traced_send_all(send_all, "k.out")
         try:
-            await self.outbox.run(self.stream.send_all, self.stall_timeout)
+            await self.outbox.run(send_all, self.stall_timeout)
         except OutboxStalled:
             # The peer does not read its replies: stop holding them for it.
             log.warning("closing connection: replies not taken for %.0f s", self.stall_timeout)
@@ -291,6 +296,8 @@ async def _serve(
             try:
                 while True:
                     data, reserved = await _receive(stream, conn, budget)
+                    if hop_trace.ENABLED:
+                        rx_ns = hop_trace._now()
                     if not data:
                         budget.charge(-reserved)
                         break
@@ -306,6 +313,8 @@ async def _serve(
                         conn.frame_deadline = trio.current_time() + conn.stall_timeout  # a new frame began
                     for i, req in enumerate(reqs, 1):
                         conn.pending += 1
+                        if hop_trace.ENABLED and req.op == _ADD:
+                            hop_trace.mark("k.rx", req.ledger_id << 32 | req.entry_id, rx_ns)
                         if req.op == _AUTH or not conn.authenticated:
                             if not _authenticate(req, conn, auth):
                                 raise ProtocolError("AUTH refused: invalid token or role not allowed" if req.op == _AUTH

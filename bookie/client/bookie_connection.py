@@ -23,6 +23,7 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
+from quire import hop_trace
 from quire.outbox import Outbox
 from bookie.protocol import (
     FrameDecoder,
@@ -83,6 +84,8 @@ class BookieConnection:
         self._pending: dict[int, tuple[Callback, float, float]] = {}
         self._min_timeout = float("inf")  # lets the timeout scan stop early (see _timeouts)
         self._outbox = Outbox()
+        port = bookie_id.rpartition(":")[2]
+        self._port = int(port) if port.isdigit() else 0  # (names the connection in hop traces)
         self._next_id = 1
         self._running = False
         self._closed = False
@@ -120,6 +123,8 @@ class BookieConnection:
         self._pending[rid] = (callback, now + timeout_s, now)
         if timeout_s < self._min_timeout:
             self._min_timeout = timeout_s
+        if hop_trace.ENABLED:
+            hop_trace.mark("b.bkq", ledger_id << 32 | entry_id, self._port)
         self._queue(encode_add_request(rid, ledger_id, entry_id, flags, master_key, entry))
 
     def _queue(self, frame: bytes) -> None:
@@ -196,7 +201,10 @@ class BookieConnection:
         stop.cancel()
 
     async def _writer(self, stream: trio.SocketStream) -> None:
-        await self._outbox.run(stream.send_all)
+        send_all: Callable[[bytes], Awaitable[object]] = stream.send_all
+        if hop_trace.ENABLED:
+            send_all = hop_trace.traced_send_all(send_all, "b.bkout", self._port)
+        await self._outbox.run(send_all)
 
     async def _reader(self, stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)
@@ -205,6 +213,8 @@ class BookieConnection:
             data = await stream.receive_some(_RECV_SIZE)
             if not data:
                 raise EOFError("bookie closed the connection")
+            if hop_trace.ENABLED:
+                hop_trace.mark("b.bkrx", self._port, len(data))
             for frame in decoder.feed(data):
                 resp = decode_response(frame)
                 p = pending.pop(resp.request_id, None)
