@@ -2,9 +2,11 @@
 
 Each connection has a reader (decodes everything a ``receive_some`` returned in one go and
 hands each request to the :class:`RequestProcessor`) and a writer (sends every reply queued
-since its last send with one ``send_all``). At most ``max_pending_requests_per_connection``
-requests are outstanding per connection; beyond that the reader stops reading, so a client
-that pipelines too much is slowed down by TCP itself. A malformed frame closes the connection:
+since its last send with one ``send_all``); on a plain TCP connection whose writer is idle,
+the code that makes a reply (a journal group's completion) writes it to the socket at once
+instead of waiting a scheduler round for the writer task. At most
+``max_pending_requests_per_connection`` requests are outstanding per connection; beyond that
+the reader stops reading, so a client that pipelines too much is slowed down by TCP itself. A malformed frame closes the connection:
 the stream cannot be resynchronised.
 
 Memory a peer can make the bookie hold is bounded: per connection, one partial request frame
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+from functools import partial
 from typing import Awaitable, Callable
 
 import trio
@@ -131,6 +135,13 @@ class Connection:
         self.low_water = low_water
         self.stall_timeout = stall_timeout
         self.outbox = Outbox()
+        # Replies are written from the sender when the writer has nothing in hand (plain TCP
+        # only: a TLS stream encrypts in its send_all); None once the connection closes.
+        self.write: Callable[[bytes], int] | None = None
+        if isinstance(stream, trio.SocketStream):
+            self.write = partial(os.write, stream.socket.fileno())
+            if hop_trace.ENABLED:
+                self.write = hop_trace.traced_write(self.write, "k.out")
         self._room = trio.Event()
         self.reads_in_flight = 0  # reads running as tasks (their replies are not queued yet)
         self.authenticated = True  # False until an AUTH request proves the peer's identity
@@ -140,7 +151,10 @@ class Connection:
         self.pending -= 1
         if self.closed:
             return
-        self.outbox.put(frame)
+        outbox = self.outbox
+        outbox.put(frame)
+        if self.write is not None:
+            outbox.write_now(self.write)  # see send_many
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -149,7 +163,12 @@ class Connection:
         self.pending -= count
         if self.closed:
             return
-        self.outbox.put_many(buffers)
+        outbox = self.outbox
+        outbox.put_many(buffers)
+        if self.write is not None:
+            # The writer idle: the group's replies leave now, not one scheduler round later
+            # when the writer task runs (a partial write leaves the rest to it).
+            outbox.write_now(self.write)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -176,6 +195,7 @@ class Connection:
             pass
         # The peer is gone or stalled: nothing more can be answered on this connection.
         self.closed = True
+        self.write = None
         self.outbox.close()
         self._room.set()
         scope.cancel()
@@ -221,6 +241,7 @@ async def serve_connection(
         log.exception("closing connection after an unexpected error")
     finally:
         conn.closed = True
+        conn.write = None  # before the stream closes: its fd number may be reused
         if conn.stalled:
             metrics.connections_timed_out.inc()
         metrics.connections.dec()
