@@ -32,7 +32,7 @@ from bookie.metrics import BookieMetrics
 from bookie.auth import BookieAuthenticator
 from bookie.protocol import FrameDecoder, Op, Request, Response, Status, encode_response
 from quire import hop_trace
-from quire.outbox import Outbox, OutboxStalled
+from quire.outbox import JOIN_BELOW, Outbox, OutboxStalled
 from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
@@ -153,8 +153,10 @@ class Connection:
             return
         outbox = self.outbox
         outbox.put(frame)
-        if self.write is not None:
-            outbox.write_now(self.write)  # see send_many
+        if self.write is not None and len(frame) < JOIN_BELOW:
+            # (see send_many; a large read reply is left to the writer: its send_all takes a
+            # partly sent frame without copying the rest)
+            outbox.write_now(self.write)
         if self.pending < self.max_pending:
             self._room.set()
 

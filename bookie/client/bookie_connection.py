@@ -27,7 +27,7 @@ from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from quire import hop_trace
-from quire.outbox import Outbox
+from quire.outbox import JOIN_BELOW, Outbox
 from bookie.protocol import (
     FrameDecoder,
     Op,
@@ -135,9 +135,10 @@ class BookieConnection:
     def _queue(self, frame: bytes) -> None:
         outbox = self._outbox
         outbox.put(frame)
-        if self._write is not None:
+        if self._write is not None and len(frame) < JOIN_BELOW:
             # Connected and the writer idle: the add leaves now, not one scheduler round later
-            # when the writer task runs (a partial write leaves the rest to it).
+            # when the writer task runs (a partial write leaves the rest to it). A large entry
+            # is left to the writer: its send_all takes a partly sent frame without a copy.
             outbox.write_now(self._write)
         if not self._running:
             self._running = True

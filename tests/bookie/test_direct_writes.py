@@ -120,3 +120,31 @@ async def test_a_reply_the_socket_does_not_take_is_left_to_the_writer_in_order()
     finally:
         await stream.aclose()
         b.close()
+
+
+async def test_a_large_reply_is_left_to_the_writer_task() -> None:
+    """A range-read reply of megabytes goes through the writer's send_all (a partly sent frame
+    continues there without a copy of its rest), and still arrives whole."""
+    a, b = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
+    big = bytes(range(256)) * 4096  # 1 MiB
+    received = bytearray()
+    try:
+        conn = Connection(stream, max_pending=10)
+        conn.pending = 1
+        conn.send(big)
+        assert conn.out_bytes == len(big)  # nothing written by the caller
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.writer, nursery.cancel_scope)
+            b.setblocking(False)
+            with trio.fail_after(10):
+                while len(received) < len(big):
+                    try:
+                        received += b.recv(1 << 20)
+                    except BlockingIOError:
+                        await trio.sleep(0.001)
+            nursery.cancel_scope.cancel()
+        assert bytes(received) == big
+    finally:
+        await stream.aclose()
+        b.close()
