@@ -93,13 +93,25 @@ async def test_a_reply_on_an_idle_bookie_connection_is_written_by_its_sender() -
         b.close()
 
 
+async def _receive_all(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from ``sock``, polled while the event loop (the writer task) runs."""
+    received = bytearray()
+    sock.setblocking(False)
+    with trio.fail_after(10):
+        while len(received) < n:
+            try:
+                received += sock.recv(1 << 20)
+            except BlockingIOError:
+                await trio.sleep(0.001)
+    return bytes(received)
+
+
 async def test_a_reply_the_socket_does_not_take_is_left_to_the_writer_in_order() -> None:
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
     frames = [encode_add_reply(i, 0, 1, i) for i in range(20_000)]
     expected = b"".join(frames)
-    received = bytearray()
     try:
         conn = Connection(stream, max_pending=len(frames) + 1)
         conn.pending = len(frames)
@@ -108,15 +120,8 @@ async def test_a_reply_the_socket_does_not_take_is_left_to_the_writer_in_order()
             for i in range(0, len(frames), 1000):  # groups, while the peer does not read yet
                 conn.send_many(frames[i : i + 1000], 1000)
             assert 0 < conn.out_bytes < len(expected)  # the socket took part, the rest is queued
-            b.setblocking(False)
-            with trio.fail_after(10):
-                while len(received) < len(expected):
-                    try:
-                        received += b.recv(1 << 20)
-                    except BlockingIOError:
-                        await trio.sleep(0.001)
+            assert await _receive_all(b, len(expected)) == expected
             nursery.cancel_scope.cancel()
-        assert bytes(received) == expected
     finally:
         await stream.aclose()
         b.close()
@@ -128,7 +133,6 @@ async def test_a_large_reply_is_left_to_the_writer_task() -> None:
     a, b = socket.socketpair()
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
     big = bytes(range(256)) * 4096  # 1 MiB
-    received = bytearray()
     try:
         conn = Connection(stream, max_pending=10)
         conn.pending = 1
@@ -136,15 +140,8 @@ async def test_a_large_reply_is_left_to_the_writer_task() -> None:
         assert conn.out_bytes == len(big)  # nothing written by the caller
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.writer, nursery.cancel_scope)
-            b.setblocking(False)
-            with trio.fail_after(10):
-                while len(received) < len(big):
-                    try:
-                        received += b.recv(1 << 20)
-                    except BlockingIOError:
-                        await trio.sleep(0.001)
+            assert await _receive_all(b, len(big)) == big
             nursery.cancel_scope.cancel()
-        assert bytes(received) == big
     finally:
         await stream.aclose()
         b.close()
