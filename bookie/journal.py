@@ -37,6 +37,7 @@ from typing import Callable, Iterator
 import outcome
 import trio
 
+from quire import hop_trace
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
 from bookie.errors import BookieIOError, DiskFullError, JournalError, is_disk_full
@@ -354,6 +355,8 @@ class Journal:
 
     def _write_group(self, bufs: list, sync: bool) -> LogMark:
         """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""
+        if hop_trace.ENABLED:
+            hop_trace.mark("k.flush", len(bufs) // 2)
         if self._file is None:
             self.open_new_file()  # none could be created at start (disk full): try now
         f = self._file

@@ -37,6 +37,7 @@ from bookie.ledger_storage import LedgerStorage
 from bookie.metrics import BookieMetrics
 from bookie.protocol import Flag, Op, Request, Status, encode_add_reply, encode_frame
 from bookie.registration import BookieState
+from quire import hop_trace
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +296,8 @@ class RequestProcessor:
         out: list[bytes] = []
         batches: list[tuple[ReplySink, list[bytes]]] = []
         for conn, rid, lid, eid in tokens:
+            if hop_trace.ENABLED:
+                hop_trace.mark("k.ack", lid << 32 | eid)
             if conn is not last_conn:
                 # Tokens come in runs per connection; a dict is needed only to merge runs.
                 last_conn, out = conn, []

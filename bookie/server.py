@@ -2,9 +2,11 @@
 
 Each connection has a reader (decodes everything a ``receive_some`` returned in one go and
 hands each request to the :class:`RequestProcessor`) and a writer (sends every reply queued
-since its last send with one ``send_all``). At most ``max_pending_requests_per_connection``
-requests are outstanding per connection; beyond that the reader stops reading, so a client
-that pipelines too much is slowed down by TCP itself. A malformed frame closes the connection:
+since its last send with one ``send_all``); on a plain TCP connection whose writer is idle,
+the code that makes a reply (a journal group's completion) writes it to the socket at once
+instead of waiting a scheduler round for the writer task. At most
+``max_pending_requests_per_connection`` requests are outstanding per connection; beyond that
+the reader stops reading, so a client that pipelines too much is slowed down by TCP itself. A malformed frame closes the connection:
 the stream cannot be resynchronised.
 
 Memory a peer can make the bookie hold is bounded: per connection, one partial request frame
@@ -19,6 +21,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+from functools import partial
+from typing import Awaitable, Callable
 
 import trio
 
@@ -26,7 +31,8 @@ from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
 from bookie.auth import BookieAuthenticator
 from bookie.protocol import FrameDecoder, Op, Request, Response, Status, encode_response
-from quire.outbox import Outbox, OutboxStalled
+from quire import hop_trace
+from quire.outbox import JOIN_BELOW, Outbox, OutboxStalled
 from bookie.request_processor import RequestProcessor
 
 log = logging.getLogger(__name__)
@@ -129,6 +135,13 @@ class Connection:
         self.low_water = low_water
         self.stall_timeout = stall_timeout
         self.outbox = Outbox()
+        # Replies are written from the sender when the writer has nothing in hand (plain TCP
+        # only: a TLS stream encrypts in its send_all); None once the connection closes.
+        self.write: Callable[[bytes], int] | None = None
+        if isinstance(stream, trio.SocketStream):
+            self.write = partial(os.write, stream.socket.fileno())
+            if hop_trace.ENABLED:
+                self.write = hop_trace.traced_write(self.write, "k.out")
         self._room = trio.Event()
         self.reads_in_flight = 0  # reads running as tasks (their replies are not queued yet)
         self.authenticated = True  # False until an AUTH request proves the peer's identity
@@ -138,7 +151,12 @@ class Connection:
         self.pending -= 1
         if self.closed:
             return
-        self.outbox.put(frame)
+        outbox = self.outbox
+        outbox.put(frame)
+        if self.write is not None and len(frame) < JOIN_BELOW:
+            # (see send_many; a large read reply is left to the writer: its send_all takes a
+            # partly sent frame without copying the rest)
+            outbox.write_now(self.write)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -147,7 +165,12 @@ class Connection:
         self.pending -= count
         if self.closed:
             return
-        self.outbox.put_many(buffers)
+        outbox = self.outbox
+        outbox.put_many(buffers)
+        if self.write is not None:
+            # The writer idle: the group's replies leave now, not one scheduler round later
+            # when the writer task runs (a partial write leaves the rest to it).
+            outbox.write_now(self.write)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -161,8 +184,11 @@ class Connection:
         return self.outbox.queued_bytes
 
     async def writer(self, scope: trio.CancelScope) -> None:
+        send_all: Callable[[bytes], Awaitable[object]] = self.stream.send_all
+        if hop_trace.ENABLED:
+            send_all = hop_trace.traced_send_all(send_all, "k.out")
         try:
-            await self.outbox.run(self.stream.send_all, self.stall_timeout)
+            await self.outbox.run(send_all, self.stall_timeout)
         except OutboxStalled:
             # The peer does not read its replies: stop holding them for it.
             log.warning("closing connection: replies not taken for %.0f s", self.stall_timeout)
@@ -171,6 +197,7 @@ class Connection:
             pass
         # The peer is gone or stalled: nothing more can be answered on this connection.
         self.closed = True
+        self.write = None
         self.outbox.close()
         self._room.set()
         scope.cancel()
@@ -216,6 +243,7 @@ async def serve_connection(
         log.exception("closing connection after an unexpected error")
     finally:
         conn.closed = True
+        conn.write = None  # before the stream closes: its fd number may be reused
         if conn.stalled:
             metrics.connections_timed_out.inc()
         metrics.connections.dec()
@@ -291,6 +319,8 @@ async def _serve(
             try:
                 while True:
                     data, reserved = await _receive(stream, conn, budget)
+                    if hop_trace.ENABLED:
+                        rx_ns = hop_trace._now()
                     if not data:
                         budget.charge(-reserved)
                         break
@@ -306,6 +336,8 @@ async def _serve(
                         conn.frame_deadline = trio.current_time() + conn.stall_timeout  # a new frame began
                     for i, req in enumerate(reqs, 1):
                         conn.pending += 1
+                        if hop_trace.ENABLED and req.op == _ADD:
+                            hop_trace.mark("k.rx", req.ledger_id << 32 | req.entry_id, rx_ns)
                         if req.op == _AUTH or not conn.authenticated:
                             if not _authenticate(req, conn, auth):
                                 raise ProtocolError("AUTH refused: invalid token or role not allowed" if req.op == _AUTH

@@ -48,6 +48,7 @@ from managed_ledger.errors import (
     ManagedLedgerFencedError,
     ManagedLedgerTerminatedError,
 )
+from quire import hop_trace
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -299,6 +300,8 @@ class PersistentTopic:
                 producer.complete(slot, -1, -1, PersistenceError("Cannot determine whether the message is a duplicate at this time"))
                 on_done()
                 return
+        if hop_trace.ENABLED:
+            hop_trace.mark("b.send", slot.sequence_id)
         done = partial(self._add_done, producer, slot, data, on_done, time.perf_counter())
         try:
             self.ml.async_add_entry(data, done)
@@ -332,6 +335,8 @@ class PersistentTopic:
         self.bytes_in += len(data)
         if self.publish_latency is not None:
             self.publish_latency(time.perf_counter() - start)
+        if hop_trace.ENABLED:
+            hop_trace.mark("b.receipt", slot.sequence_id, pos.ledger_id << 32 | pos.entry_id)
         producer.complete(slot, pos.ledger_id, pos.entry_id)
         for sub in self.subscriptions.values():
             sub.notify()

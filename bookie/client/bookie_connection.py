@@ -2,9 +2,10 @@
 
 Requests carry a per-connection request id and complete through a *callback* run by the
 connection's reader task, so an add sent to WQ bookies costs no trio task per bookie.
-``send`` / ``send_add`` are synchronous: they put the encoded frame in the connection's
-``quire.outbox.Outbox``, whose writer task sends everything queued since its last send at
-once: adds to one bookie are batched per write.
+``send`` / ``send_add`` are synchronous: on an idle plain-TCP connection they write the encoded
+frame to the socket at once (no wait for a scheduler round), else they put it in the
+connection's ``quire.outbox.Outbox``, whose writer task sends everything queued since its last
+send at once: adds to one bookie are batched per write under load.
 A timeout monitor fails requests past their deadline with ``CLIENT_TIMEOUT``; a broken
 connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and the next
 ``send`` reconnects. Callbacks receive ``(status, response_or_None)``.
@@ -13,8 +14,10 @@ connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and t
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import time
+from functools import partial
 from typing import Any, Awaitable, Callable, Mapping
 
 import trio
@@ -23,7 +26,8 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
-from quire.outbox import Outbox
+from quire import hop_trace
+from quire.outbox import JOIN_BELOW, Outbox
 from bookie.protocol import (
     FrameDecoder,
     Op,
@@ -83,6 +87,10 @@ class BookieConnection:
         self._pending: dict[int, tuple[Callback, float, float]] = {}
         self._min_timeout = float("inf")  # lets the timeout scan stop early (see _timeouts)
         self._outbox = Outbox()
+        # The connected socket's direct write (plain TCP only: TLS goes through its stream)
+        self._write: Callable[[bytes], int] | None = None
+        port = bookie_id.rpartition(":")[2]
+        self._port = int(port) if port.isdigit() else 0  # (names the connection in hop traces)
         self._next_id = 1
         self._running = False
         self._closed = False
@@ -120,10 +128,18 @@ class BookieConnection:
         self._pending[rid] = (callback, now + timeout_s, now)
         if timeout_s < self._min_timeout:
             self._min_timeout = timeout_s
+        if hop_trace.ENABLED:
+            hop_trace.mark("b.bkq", ledger_id << 32 | entry_id, self._port)
         self._queue(encode_add_request(rid, ledger_id, entry_id, flags, master_key, entry))
 
     def _queue(self, frame: bytes) -> None:
-        self._outbox.put(frame)
+        outbox = self._outbox
+        outbox.put(frame)
+        if self._write is not None and len(frame) < JOIN_BELOW:
+            # Connected and the writer idle: the add leaves now, not one scheduler round later
+            # when the writer task runs (a partial write leaves the rest to it). A large entry
+            # is left to the writer: its send_all takes a partly sent frame without a copy.
+            outbox.write_now(self._write)
         if not self._running:
             self._running = True
             self._nursery.start_soon(self._run)
@@ -139,6 +155,7 @@ class BookieConnection:
     def _fail_all(self, status: int) -> None:
         pending, self._pending = self._pending, {}
         old, self._outbox = self._outbox, Outbox()  # what was queued is failed here, never sent
+        self._write = None
         old.close()
         for callback, _deadline, _sent in pending.values():
             self._complete(callback, status, None)
@@ -171,11 +188,18 @@ class BookieConnection:
                             pass
                         if self._token is not None:  # before any queued request: the bookie checks it first
                             await stream.send_all(encode_request(Request(Op.AUTH, 0, body=self._token)))
-                        async with trio.open_nursery() as inner:
-                            stop = inner.cancel_scope
-                            inner.start_soon(self._guard, self._writer, stream, stop)
-                            inner.start_soon(self._guard, self._timeouts, stream, stop)
-                            await self._guard(self._reader, stream, stop)
+                        if isinstance(stream, trio.SocketStream):
+                            self._write = partial(os.write, stream.socket.fileno())
+                            if hop_trace.ENABLED:
+                                self._write = hop_trace.traced_write(self._write, "b.bkout", self._port)
+                        try:
+                            async with trio.open_nursery() as inner:
+                                stop = inner.cancel_scope
+                                inner.start_soon(self._guard, self._writer, stream, stop)
+                                inner.start_soon(self._guard, self._timeouts, stream, stop)
+                                await self._guard(self._reader, stream, stop)
+                        finally:
+                            self._write = None  # before the stream closes: its fd number may be reused
         finally:
             self._cancel = None
             self._running = False
@@ -196,7 +220,10 @@ class BookieConnection:
         stop.cancel()
 
     async def _writer(self, stream: trio.SocketStream) -> None:
-        await self._outbox.run(stream.send_all)
+        send_all: Callable[[bytes], Awaitable[object]] = stream.send_all
+        if hop_trace.ENABLED:
+            send_all = hop_trace.traced_send_all(send_all, "b.bkout", self._port)
+        await self._outbox.run(send_all)
 
     async def _reader(self, stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)
@@ -205,6 +232,8 @@ class BookieConnection:
             data = await stream.receive_some(_RECV_SIZE)
             if not data:
                 raise EOFError("bookie closed the connection")
+            if hop_trace.ENABLED:
+                hop_trace.mark("b.bkrx", self._port, len(data))
             for frame in decoder.feed(data):
                 resp = decode_response(frame)
                 p = pending.pop(resp.request_id, None)

@@ -44,7 +44,7 @@ from bookie.client.errors import (
 from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.client.read_ops import long_poll_lac, read_entries, read_lac
 from bookie.protocol import Flag, Status
-from quire import invariants
+from quire import hop_trace, invariants
 from quire.parked_caller import ParkedCaller
 
 if TYPE_CHECKING:
@@ -281,6 +281,8 @@ class LedgerHandle:
         eid = self._next_entry_id
         self._next_entry_id = eid + 1
         self._pushed_length += len(payload)
+        if hop_trace.ENABLED:
+            hop_trace.mark("b.push", self.ledger_id << 32 | eid)
         packed = entry_format.pack_entry(self.ledger_id, eid, self._lac, self._pushed_length, payload)
         return self._enqueue(_PendingAdd(eid, packed, self._pushed_length, callback))
 
@@ -338,6 +340,8 @@ class LedgerHandle:
         op = None
         while pending and pending[0].ack_count >= aq:
             op = pending.popleft()
+            if hop_trace.ENABLED:
+                hop_trace.mark("b.aq", self.ledger_id << 32 | op.entry_id)
             if invariants.ENABLED and (op.entry_id != self._lac + n + 1 or self._error is not None):
                 # ids are acknowledged contiguously, and never once the handle failed (fenced)
                 invariants.violated(f"ledger {self.ledger_id}: acknowledging entry {op.entry_id} "

@@ -128,7 +128,9 @@ class ClusterTopology(Topology):
     procs: QuireProcesses | None = None
 
     @classmethod
-    def start(cls, base: Path, bookies: int = 3, brokers: int = 2) -> ClusterTopology:
+    def start(cls, base: Path, bookies: int = 3, brokers: int = 2, chaos_settings: bool = True) -> ClusterTopology:
+        """``chaos_settings=False``: the product defaults for ledger rollover, retention checks and
+        entry log size, no fault injection (benchmarks measure the path users get)."""
         topo = cls("cluster", base)
         try:
             topo.zk = ZooKeeperServer(base / "zk")
@@ -142,12 +144,16 @@ class ClusterTopology(Topology):
                 http = free_port()
                 # small entry logs so GC and compaction have rotated logs to work on; the
                 # journal delay route lets a fault make the disk slow
+                chaos_bookie = ("--set", "allow_fault_injection=true", "--set", f"log_size_limit={ENTRY_LOG_BYTES}")
                 topo.targets["bookie"][f"bookie{i}"] = start_bookie(
-                    topo.procs, url, base, i, "--set", "allow_fault_injection=true",
-                    "--set", f"log_size_limit={ENTRY_LOG_BYTES}", http_port=http)
+                    topo.procs, url, base, i, *(chaos_bookie if chaos_settings else ()), http_port=http)
                 topo.bookie_http[f"bookie{i}"] = f"http://127.0.0.1:{http}"
                 topo.bookie_dirs[f"bookie{i}"] = base / f"bookie{i}"
             ports = []
+            # ledgers roll often and retention checks often, so trimming (and then
+            # bookie GC of the deleted ledgers) happens during the run
+            chaos_broker = ("--set", f"managed_ledger_max_entries_per_ledger={ENTRIES_PER_LEDGER}",
+                            "--set", "retention_check_interval_in_seconds=5")
             for i in range(brokers):
                 port, web = free_port(), free_port()
                 proc = topo.procs(
@@ -156,10 +162,7 @@ class ClusterTopology(Topology):
                     "--set", "managed_ledger_default_ensemble_size=2",
                     "--set", "managed_ledger_default_write_quorum=2",
                     "--set", "managed_ledger_default_ack_quorum=2",
-                    # ledgers roll often and retention checks often, so trimming (and then
-                    # bookie GC of the deleted ledgers) happens during the run
-                    "--set", f"managed_ledger_max_entries_per_ledger={ENTRIES_PER_LEDGER}",
-                    "--set", "retention_check_interval_in_seconds=5",
+                    *(chaos_broker if chaos_settings else ()),
                     "--log-level", "WARNING",
                     ready_url=f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=READY_TIMEOUT_S)
                 topo.targets["broker"][f"broker{i}"] = proc

@@ -1,0 +1,147 @@
+"""The cluster add path's two socket writes leave at once, not one scheduler round later.
+
+On an idle plain-TCP connection the ledger client writes an add to the bookie, and the bookie
+server writes an add's reply, from the code that makes them (the add, the journal group's
+completion) instead of waking the connection's writer task. Each test blocks the event loop
+right after the call, so the writer task cannot run: the bytes can only reach the peer if the
+caller wrote them itself. Real loopback sockets, no fakes.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+
+import trio
+
+from bookie.client import ClientConfig
+from bookie.client.bookie_connection import BookieConnection
+from bookie.protocol import FrameDecoder, Status, decode_request, encode_add_reply
+from bookie.server import Connection
+
+MASTER_KEY = b"k" * 20
+
+
+def _arrives_without_yielding(sock: socket.socket, timeout: float = 1.0) -> bytes:
+    """What ``sock`` receives within ``timeout`` while this thread (the event loop) blocks."""
+    readable, _, _ = select.select([sock], [], [], timeout)
+    return sock.recv(65536) if readable else b""
+
+
+async def test_an_add_on_an_idle_connection_is_written_by_send_add_itself() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.setblocking(False)
+    config = ClientConfig(add_entry_timeout_s=5.0, client_connect_timeout_ms=2000)
+    replies: list[int] = []
+    async with trio.open_nursery() as nursery:
+        conn = BookieConnection(f"127.0.0.1:{port}", nursery, config)
+        try:
+            # The first add connects (queued until then) and is sent by the writer task.
+            conn.send_add(1, 0, 0, MASTER_KEY, b"first", lambda status, _r: replies.append(status), 5.0)
+            while True:
+                try:
+                    peer, _ = listener.accept()
+                    break
+                except BlockingIOError:
+                    await trio.sleep(0.005)
+            decoder = FrameDecoder()
+            frames: list[bytes] = []
+            with trio.fail_after(5):
+                while not frames:
+                    await trio.sleep(0.005)
+                    try:
+                        frames = decoder.feed(peer.recv(65536, socket.MSG_DONTWAIT))
+                    except BlockingIOError:
+                        pass
+            first = decode_request(frames[0])
+            peer.sendall(_reply_frame(first.request_id, 0))
+            with trio.fail_after(5):
+                while not replies:
+                    await trio.sleep(0.005)
+            assert replies == [int(Status.OK)]
+            await trio.sleep(0.01)  # the writer task is parked again: the connection is idle
+
+            conn.send_add(1, 1, 0, MASTER_KEY, b"second", lambda status, _r: replies.append(status), 5.0)
+            data = _arrives_without_yielding(peer)  # the event loop is blocked meanwhile
+
+            second = [decode_request(f) for f in decoder.feed(data)]
+            assert [(r.ledger_id, r.entry_id) for r in second] == [(1, 1)]
+        finally:
+            conn.close()
+            listener.close()
+            nursery.cancel_scope.cancel()
+
+
+def _reply_frame(request_id: int, entry_id: int) -> bytes:
+    return encode_add_reply(request_id, int(Status.OK), 1, entry_id)
+
+
+async def test_a_reply_on_an_idle_bookie_connection_is_written_by_its_sender() -> None:
+    a, b = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
+    try:
+        conn = Connection(stream, max_pending=10)
+        conn.pending = 2  # two requests taken by the reader (each reply decrements it)
+        conn.send_many([_reply_frame(7, 0)], 1)  # a journal group's completion
+        assert _arrives_without_yielding(b) == _reply_frame(7, 0)
+        conn.send(_reply_frame(8, 1))  # an inline reply (an error, a cached read)
+        assert _arrives_without_yielding(b) == _reply_frame(8, 1)
+        assert conn.out_bytes == 0
+    finally:
+        await stream.aclose()
+        b.close()
+
+
+async def _receive_all(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from ``sock``, polled while the event loop (the writer task) runs."""
+    received = bytearray()
+    sock.setblocking(False)
+    with trio.fail_after(10):
+        while len(received) < n:
+            try:
+                received += sock.recv(1 << 20)
+            except BlockingIOError:
+                await trio.sleep(0.001)
+    return bytes(received)
+
+
+async def test_a_reply_the_socket_does_not_take_is_left_to_the_writer_in_order() -> None:
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
+    frames = [encode_add_reply(i, 0, 1, i) for i in range(20_000)]
+    expected = b"".join(frames)
+    try:
+        conn = Connection(stream, max_pending=len(frames) + 1)
+        conn.pending = len(frames)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.writer, nursery.cancel_scope)
+            for i in range(0, len(frames), 1000):  # groups, while the peer does not read yet
+                conn.send_many(frames[i : i + 1000], 1000)
+            assert 0 < conn.out_bytes < len(expected)  # the socket took part, the rest is queued
+            assert await _receive_all(b, len(expected)) == expected
+            nursery.cancel_scope.cancel()
+    finally:
+        await stream.aclose()
+        b.close()
+
+
+async def test_a_large_reply_is_left_to_the_writer_task() -> None:
+    """A range-read reply of megabytes goes through the writer's send_all (a partly sent frame
+    continues there without a copy of its rest), and still arrives whole."""
+    a, b = socket.socketpair()
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
+    big = bytes(range(256)) * 4096  # 1 MiB
+    try:
+        conn = Connection(stream, max_pending=10)
+        conn.pending = 1
+        conn.send(big)
+        assert conn.out_bytes == len(big)  # nothing written by the caller
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.writer, nursery.cancel_scope)
+            assert await _receive_all(b, len(big)) == big
+            nursery.cancel_scope.cancel()
+    finally:
+        await stream.aclose()
+        b.close()
