@@ -43,6 +43,7 @@ from bookie.errors import BookieIOError, DiskFullError, JournalError, is_disk_fu
 from bookie.file_io import write_all_at, write_all_at_durable
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
+from quire.outbox import deferred_writes
 
 log = logging.getLogger(__name__)
 
@@ -344,13 +345,16 @@ class Journal:
                 self._sync_ewma += 0.2 * (took - self._sync_ewma)
         self.metrics.journal_group_entries.observe(len(bufs) // 2)
         self.metrics.journal_group_bytes.observe(nbytes)
-        if acks:
-            try:
-                self.on_durable(acks, err)
-            except Exception:  # a reply bug must not stop the journal (and every later add)
-                log.exception("journal completion handler failed")
-        for cb in cbs:
-            cb(err)
+        # The replies and receipts of the whole group leave in one write per connection when
+        # the completions are done (no writer task woken per connection).
+        with deferred_writes():
+            if acks:
+                try:
+                    self.on_durable(acks, err)
+                except Exception:  # a reply bug must not stop the journal (and every later add)
+                    log.exception("journal completion handler failed")
+            for cb in cbs:
+                cb(err)
 
     def _write_group(self, bufs: list, sync: bool) -> LogMark:
         """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""

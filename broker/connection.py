@@ -21,8 +21,10 @@ once the credentials expire, AUTH_CHALLENGE asks for fresh ones and the role mus
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -40,6 +42,7 @@ from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
 from quire.outbox import Outbox
+from quire import socket_io
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -163,7 +166,10 @@ class ServerConnection:
         self._creating_consumers: set[int] = set()
         self._ready_consumers: set[int] = set()
         self._early_active: dict[int, bool] = {}
-        self.outbox = Outbox()
+        # A plain TCP connection is read and written on its fd (quire/socket_io.py); the
+        # outbox then sends receipts right after a journal group, not from its writer task.
+        self._fd = socket_io.stream_fd(stream)
+        self.outbox = Outbox(write=functools.partial(os.write, self._fd) if self._fd is not None else None)
         self._pending_publish = 0
         self._publish_room = trio.Event()
         self._publish_room.set()
@@ -215,8 +221,12 @@ class ServerConnection:
 
     async def _reader(self) -> bool:
         """Handle commands until the peer closes (True) or we close the connection (False)."""
+        fd, stream = self._fd, self.stream
         while True:
-            data = await self.stream.receive_some(256 * 1024)
+            if fd is None:
+                data = await self.stream.receive_some(256 * 1024)
+            else:
+                data = await socket_io.receive_some(stream, fd, 256 * 1024)  # type: ignore[arg-type]
             if not data:
                 return True
             self._last_received = trio.current_time()
