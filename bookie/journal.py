@@ -282,9 +282,10 @@ class Journal:
                                 await self._sync_only()
                                 last_sync = time.monotonic()
                             continue
-                    self._wakeup = trio.Event()
                     if not self._pending:
+                        self._wakeup = trio.Event()
                         continue
+                    # (the set _wakeup is replaced by _flush_group: one Event per group)
                 if flush_when_empty:
                     # Adaptive group commit: write at once (groups form while a write is in
                     # progress). A group for the thread first lets the tasks runnable now (a
@@ -314,8 +315,12 @@ class Journal:
     async def _flush_group(self, sync: bool) -> None:
         bufs, cbs, acks, nbytes = self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes
         self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes = [], [], [], 0
-        # Fresh events: appends made while this group is written signal the next group.
-        self._wakeup, self._full = trio.Event(), trio.Event()
+        # Fresh events (only for one that was set: an Event costs a few µs per group):
+        # appends made while this group is written signal the next group.
+        if self._wakeup.is_set():
+            self._wakeup = trio.Event()
+        if self._full.is_set():
+            self._full = trio.Event()
         self._space.set()
         t0 = time.perf_counter()
         err: BaseException | None = None
