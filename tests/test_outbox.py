@@ -3,10 +3,12 @@ over real socket pairs."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
 import struct
+from typing import AsyncIterator
 
 import pytest
 import trio
@@ -34,14 +36,29 @@ def _drain(sock: socket.socket) -> bytes:
         out += chunk
 
 
-async def test_deferred_writes_send_at_block_end_without_the_writer_task() -> None:
+@contextlib.asynccontextmanager
+async def _running_outbox(sndbuf: int = 0) -> AsyncIterator[tuple[Outbox, socket.socket]]:
+    """An outbox writing on one end of a socket pair (its writer task running, parked); the
+    other end, non-blocking."""
     stream, peer = _stream_pair()
     fd = socket_io.stream_fd(stream)
     assert fd is not None
+    if sndbuf:
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     outbox = Outbox(write=functools.partial(os.write, fd))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(outbox.run, stream.send_all)
-        await trio.testing.wait_all_tasks_blocked()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outbox.run, stream.send_all)
+            await trio.testing.wait_all_tasks_blocked()
+            yield outbox, peer
+            nursery.cancel_scope.cancel()
+    finally:
+        peer.close()
+        await stream.aclose()
+
+
+async def test_deferred_writes_send_at_block_end_without_the_writer_task() -> None:
+    async with _running_outbox() as (outbox, peer):
         with deferred_writes():
             outbox.put(b"one")
             with deferred_writes():  # nested: joins the outer block
@@ -53,22 +70,12 @@ async def test_deferred_writes_send_at_block_end_without_the_writer_task() -> No
         outbox.put(b"four")  # outside a block: the writer task sends it
         await trio.testing.wait_all_tasks_blocked()
         assert _drain(peer) == b"four"
-        nursery.cancel_scope.cancel()
-    peer.close()
-    await stream.aclose()
 
 
 async def test_a_write_the_socket_does_not_take_is_finished_by_the_writer_in_order() -> None:
-    stream, peer = _stream_pair()
-    fd = socket_io.stream_fd(stream)
-    assert fd is not None
-    stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    outbox = Outbox(write=functools.partial(os.write, fd))
     frames = [bytes([i]) * 50_000 for i in range(20)]  # far more than the socket buffers
     got = bytearray()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(outbox.run, stream.send_all)
-        await trio.testing.wait_all_tasks_blocked()
+    async with _running_outbox(sndbuf=4096) as (outbox, peer):
         with deferred_writes():
             outbox.put_many(frames[:10])
         for f in frames[10:]:
@@ -78,26 +85,15 @@ async def test_a_write_the_socket_does_not_take_is_finished_by_the_writer_in_ord
             got += _drain(peer)
         await trio.testing.wait_all_tasks_blocked()
         assert outbox.idle and outbox.queued_bytes == 0
-        nursery.cancel_scope.cancel()
     assert bytes(got) == b"".join(frames)
-    peer.close()
-    await stream.aclose()
 
 
 async def test_a_closed_outbox_writes_nothing_at_block_end() -> None:
-    stream, peer = _stream_pair()
-    fd = socket_io.stream_fd(stream)
-    assert fd is not None
-    outbox = Outbox(write=functools.partial(os.write, fd))
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(outbox.run, stream.send_all)
-        await trio.testing.wait_all_tasks_blocked()
+    async with _running_outbox() as (outbox, peer):
         with deferred_writes():
             outbox.put(b"late")
             outbox.close()  # the connection went away inside the block
         assert _drain(peer) == b""
-    peer.close()
-    await stream.aclose()
 
 
 async def test_receive_some_reads_waits_and_sees_eof() -> None:
