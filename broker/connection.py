@@ -42,7 +42,7 @@ from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
 from quire.outbox import Outbox
-from quire import socket_io
+from quire import input_batch, socket_io
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -68,6 +68,7 @@ EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError, SecurityError
 _NO_REQUEST = 0xFFFFFFFFFFFFFFFF  # request id -1: an ERROR about the connection itself
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)  # the socket is gone
 _CONNECTION_ERRORS = (*_STREAM_ERRORS, OSError)
+_SEND = pb.BaseCommand.SEND
 
 
 def server_error_code(exc: BaseException) -> int:
@@ -236,15 +237,25 @@ class ServerConnection:
                 log.info("closing connection %s: %s", self.address, exc)
                 await self._answer_http(data)
                 return False
-            for frame in decoded:
-                try:
-                    keep = await self._handle(frame)
-                except _STREAM_ERRORS:
-                    raise
-                except Exception as exc:
-                    keep = self._command_failed(frame.command, exc)
-                if not keep:
-                    return False
+            # A run of SENDs is one input batch (quire/input_batch.py): their journal group is
+            # written when the run ends, in this task step. Closed before anything that may
+            # yield: any other command, and a SEND that waits for room (_on_send).
+            try:
+                for frame in decoded:
+                    if frame.command.type == _SEND:
+                        input_batch.begin()
+                    else:
+                        input_batch.end()
+                    try:
+                        keep = await self._handle(frame)
+                    except _STREAM_ERRORS:
+                        raise
+                    except Exception as exc:
+                        keep = self._command_failed(frame.command, exc)
+                    if not keep:
+                        return False
+            finally:
+                input_batch.end()
 
     async def _answer_http(self, data: bytes | bytearray) -> None:
         """An HTTP request on this port: answer in HTTP, naming the admin port (broker/wrong_port.py)."""
@@ -616,7 +627,13 @@ class ServerConnection:
             return True
         data = frame.stored_entry()
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
-        while self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
+        limit = self.config.max_pending_publish_requests_per_connection
+        while self._pending_publish >= limit:
+            # The SENDs before this one are written now (their group was deferred to the end
+            # of the input batch): that may already make room, before a new Event would miss it.
+            input_batch.end()
+            if self._pending_publish < limit:
+                break
             self._publish_room = trio.Event()
             await self._publish_room.wait()
         self._pending_publish += 1
