@@ -11,12 +11,17 @@ returns False and the caller wakes its task as usual.
 
 The reader must call :func:`end` before every await while a batch is open: a deferred flush
 left open across a yield would hold durable writes (and so receipts) until the reader runs
-again. Event-loop thread only.
+again; with invariants on (quire/invariants.py) a batch met by another task is a violation.
+Event-loop thread only.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+import trio
+
+from quire import invariants
 
 
 class Deferred(Protocol):
@@ -25,13 +30,17 @@ class Deferred(Protocol):
 
 
 _open = False
+_owner: object = None  # the task that opened the batch (checked with invariants on)
 _deferred: list[Deferred] = []
 
 
 def begin() -> None:
     """Open a batch (no-op if one is open)."""
-    global _open
-    _open = True
+    global _open, _owner
+    if not _open:
+        _open = True
+        if invariants.ENABLED:
+            _owner = trio.lowlevel.current_task()
 
 
 def defer(target: Deferred) -> bool:
@@ -39,6 +48,8 @@ def defer(target: Deferred) -> bool:
     per batch) and return True; outside one, False."""
     if not _open:
         return False
+    if invariants.ENABLED and trio.lowlevel.current_task() is not _owner:
+        invariants.violated("an input batch was left open across a yield (another task met it)")
     _deferred.append(target)
     return True
 

@@ -1,5 +1,5 @@
-"""quire.outbox with a direct socket write and deferred_writes, and quire.socket_io reads,
-over real socket pairs."""
+"""quire.outbox with a direct socket write and deferred_writes, quire.socket_io reads and
+quire.input_batch, over real socket pairs."""
 
 from __future__ import annotations
 
@@ -163,3 +163,33 @@ def test_stream_fd_only_for_plain_socket_streams() -> None:
         plain = trio.SocketStream(trio.socket.from_stdlib_socket(a))
         assert socket_io.stream_fd(plain) == a.fileno()
         assert socket_io.stream_fd(trio.testing.MemorySendStream()) is None  # type: ignore[arg-type]
+
+
+async def test_an_input_batch_met_by_another_task_is_an_invariant_violation() -> None:
+    from quire import input_batch, invariants
+
+    class Target:
+        flushed = 0
+
+        def flush_deferred(self) -> None:
+            self.flushed += 1
+
+    target = Target()
+    input_batch.begin()
+    try:
+        assert input_batch.defer(target)  # the task that opened it
+        errors: list[BaseException] = []
+
+        async def other() -> None:
+            try:
+                input_batch.defer(Target())
+            except invariants.InvariantViolation as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:  # a yield with the batch open: the bug
+            nursery.start_soon(other)
+        assert len(errors) == (1 if invariants.ENABLED else 0)
+    finally:
+        input_batch.end()
+    assert target.flushed == 1
+    assert not input_batch.defer(target)  # closed
