@@ -24,21 +24,15 @@ def stream_fd(stream: trio.abc.Stream) -> int | None:
 
 
 async def receive_some(stream: trio.SocketStream, fd: int, max_bytes: int) -> bytes:
-    """``stream.receive_some(max_bytes)`` for a plain socket stream whose fd is ``fd``."""
+    """``stream.receive_some(max_bytes)`` for a plain socket stream whose fd is ``fd``.
+
+    Waits for the fd first, then reads: unlike trio's read-first, a reader that has just
+    handled its peer's request does not pay a failed read (a system call and a
+    BlockingIOError) before it parks; data already there costs one scheduler round either way.
+    """
     sock = stream.socket
     if sock.fileno() != fd:  # closed (an fd number may be reused: never read it then)
         raise trio.ClosedResourceError("this stream was closed")
-    try:
-        data = os.read(fd, max_bytes)
-    except BlockingIOError:
-        pass
-    except OSError as exc:
-        raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
-    else:
-        # Data was there already (a busy peer): yield as trio's receive does, so one
-        # connection cannot starve the rest of the loop.
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return data
     while True:
         await trio.lowlevel.wait_readable(fd)  # ClosedResourceError if closed meanwhile
         try:
