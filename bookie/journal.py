@@ -44,6 +44,8 @@ from bookie.errors import BookieIOError, DiskFullError, JournalError, is_disk_fu
 from bookie.file_io import write_all_at, write_all_at_durable
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
+from quire import input_batch
+from quire.outbox import deferred_writes
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +146,7 @@ class Journal:
         self._max_bytes_pending = config.journal_max_memory_size_mb * MB
         self._max_bufs_pending = 2 * config.journal_queue_size  # two buffers per record
         self._sync_ewma = 0.0  # recent durable-write latency (s), moving average
+        self._writer_idle = False  # the writer task waits for a first record (sync, adaptive)
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -235,7 +238,10 @@ class Journal:
         pending = self._pending
         if not pending:
             self._pending_since = time.monotonic()
-            self._wakeup.set()
+            # A SEND decoded by a broker reader: the reader writes the group when its batch
+            # of input ends (quire/input_batch.py), no writer-task round trip.
+            if not (self._writer_idle and input_batch.defer(self)):
+                self._wakeup.set()
         pending.append(_record_prefix(payload))
         pending.append(payload)
         self._pending_acks.append(token)
@@ -273,7 +279,13 @@ class Journal:
             while True:
                 if not self._pending:
                     if cfg.journal_sync_data:
-                        await self._wakeup.wait()
+                        # Idle: a reader's batch may write the next group itself
+                        # (flush_deferred) while this task stays parked.
+                        self._writer_idle = flush_when_empty
+                        try:
+                            await self._wakeup.wait()
+                        finally:
+                            self._writer_idle = False
                     else:
                         with trio.move_on_after(page_cache_interval):
                             await self._wakeup.wait()
@@ -282,9 +294,10 @@ class Journal:
                                 await self._sync_only()
                                 last_sync = time.monotonic()
                             continue
-                    self._wakeup = trio.Event()
                     if not self._pending:
+                        self._wakeup = trio.Event()
                         continue
+                    # (the set _wakeup is replaced by _flush_group: one Event per group)
                 if flush_when_empty:
                     # Adaptive group commit: write at once (groups form while a write is in
                     # progress). A group for the thread first lets the tasks runnable now (a
@@ -311,14 +324,24 @@ class Journal:
                     await self._flush_group(True)
             self._writer.stop()
 
-    async def _flush_group(self, sync: bool) -> None:
-        bufs, cbs, acks, nbytes = self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes
+    def _take_group(self) -> tuple[list, list[Callback], list, int]:
+        """The pending records as the next group; the pending lists start over."""
+        group = self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes
         self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes = [], [], [], 0
-        # Fresh events: appends made while this group is written signal the next group.
-        self._wakeup, self._full = trio.Event(), trio.Event()
+        # Fresh events (only for one that was set: an Event costs a few µs per group):
+        # appends made while this group is written signal the next group.
+        if self._wakeup.is_set():
+            self._wakeup = trio.Event()
+        if self._full.is_set():
+            self._full = trio.Event()
         self._space.set()
+        return group
+
+    async def _flush_group(self, sync: bool) -> None:
+        bufs, cbs, acks, nbytes = self._take_group()
         t0 = time.perf_counter()
         err: BaseException | None = None
+        mark = self.durable_mark
         try:
             if sync and self._inline_ok(nbytes):
                 # A small group (a lone add) is written and made durable right here, blocking
@@ -329,29 +352,60 @@ class Journal:
             else:
                 mark = await self._writer.run(self._write_group, bufs, sync)
         except Exception as exc:
-            if is_disk_full(exc):
-                # Nothing of this group counts; the next one is written at the same position.
-                log.error("journal out of disk space, failing this group: %s", exc)
-                err = DiskFullError(f"journal: {exc}")
-                self.on_disk_full(f"journal: {exc}")
-            else:  # an I/O error or a bug: nothing more can be made durable
-                log.error("journal write failed, failing all further appends: %r", exc)
-                err = self._failed = exc
-        else:
-            if sync:
-                self.durable_mark = mark
-                took = time.perf_counter() - t0
-                self.metrics.journal_sync_seconds.observe(took)
-                self._sync_ewma += 0.2 * (took - self._sync_ewma)
+            err = self._group_failed(exc)
+        self._group_done(bufs, cbs, acks, nbytes, sync, t0, mark, err)
+
+    def flush_deferred(self) -> None:
+        """End of a reader's input batch (quire/input_batch.py): write the group its appends
+        started, here, as the writer task would inline; or wake the writer task when the
+        group is for the writer thread (too large, or durable writes are slow now)."""
+        if not self._pending:
+            return
+        if not (self._writer_idle and self._inline_ok()):
+            self._wakeup.set()
+            return
+        bufs, cbs, acks, nbytes = self._take_group()
+        t0 = time.perf_counter()
+        err: BaseException | None = None
+        mark = self.durable_mark
+        try:
+            mark = self._write_group(bufs, True)
+        except Exception as exc:
+            err = self._group_failed(exc)
+        self._group_done(bufs, cbs, acks, nbytes, True, t0, mark, err)
+
+    def _group_failed(self, exc: Exception) -> BaseException:
+        """The error a group's records get for a failed write (the journal fails for good
+        unless the disk was full)."""
+        if is_disk_full(exc):
+            # Nothing of this group counts; the next one is written at the same position.
+            log.error("journal out of disk space, failing this group: %s", exc)
+            self.on_disk_full(f"journal: {exc}")
+            return DiskFullError(f"journal: {exc}")
+        # an I/O error or a bug: nothing more can be made durable
+        log.error("journal write failed, failing all further appends: %r", exc)
+        self._failed = exc
+        return exc
+
+    def _group_done(self, bufs: list, cbs: list[Callback], acks: list, nbytes: int, sync: bool, t0: float,
+                    mark: LogMark, err: BaseException | None) -> None:
+        if err is None and sync:
+            self.durable_mark = mark
+            took = time.perf_counter() - t0
+            self.metrics.journal_sync_seconds.observe(took)
+            self._sync_ewma += 0.2 * (took - self._sync_ewma)
         self.metrics.journal_group_entries.observe(len(bufs) // 2)
         self.metrics.journal_group_bytes.observe(nbytes)
-        if acks:
-            try:
-                self.on_durable(acks, err)
-            except Exception:  # a reply bug must not stop the journal (and every later add)
-                log.exception("journal completion handler failed")
-        for cb in cbs:
-            cb(err)
+        # The replies and receipts of the whole group leave in one write per connection when
+        # the completions are done (no writer task woken per connection).
+        with deferred_writes():
+            if acks:
+                try:
+                    self.on_durable(acks, err)
+                except Exception:  # a reply bug must not stop the journal (and every later add)
+                    log.exception("journal completion handler failed")
+            for cb in cbs:
+                cb(err)
 
     def _write_group(self, bufs: list, sync: bool) -> LogMark:
         """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""

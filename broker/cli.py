@@ -19,6 +19,7 @@ import trio
 
 from broker.config import BrokerConfig, ledger_client_config
 from quire.cli_types import LOG_LEVEL
+from quire.cpu_profile import cpu_profile
 from quire.config import parse_sets, read_toml
 
 log = logging.getLogger(__name__)
@@ -136,5 +137,6 @@ def standalone(conf: str | None, sets: tuple[str, ...], log_level: str, data_dir
     sys.setswitchinterval(0.0005)
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    trio.run(_until_signal, functools.partial(run_standalone, client_config=client_config), data_dir, config,
-             bookie_overrides)
+    with cpu_profile():
+        trio.run(_until_signal, functools.partial(run_standalone, client_config=client_config), data_dir, config,
+                 bookie_overrides)

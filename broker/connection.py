@@ -21,8 +21,10 @@ once the credentials expire, AUTH_CHALLENGE asks for fresh ones and the role mus
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -40,6 +42,7 @@ from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
 from quire.outbox import Outbox
+from quire import input_batch, socket_io
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -65,6 +68,7 @@ EXPECTED_ERRORS = (BrokerError, MetadataError, ManagedLedgerError, SecurityError
 _NO_REQUEST = 0xFFFFFFFFFFFFFFFF  # request id -1: an ERROR about the connection itself
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError)  # the socket is gone
 _CONNECTION_ERRORS = (*_STREAM_ERRORS, OSError)
+_SEND = pb.BaseCommand.SEND
 
 
 def server_error_code(exc: BaseException) -> int:
@@ -163,7 +167,10 @@ class ServerConnection:
         self._creating_consumers: set[int] = set()
         self._ready_consumers: set[int] = set()
         self._early_active: dict[int, bool] = {}
-        self.outbox = Outbox()
+        # A plain TCP connection is read and written on its fd (quire/socket_io.py); the
+        # outbox then sends receipts right after a journal group, not from its writer task.
+        self._fd = socket_io.stream_fd(stream)
+        self.outbox = Outbox(write=functools.partial(os.write, self._fd) if self._fd is not None else None)
         self._pending_publish = 0
         self._publish_room = trio.Event()
         self._publish_room.set()
@@ -215,8 +222,12 @@ class ServerConnection:
 
     async def _reader(self) -> bool:
         """Handle commands until the peer closes (True) or we close the connection (False)."""
+        fd, stream = self._fd, self.stream
         while True:
-            data = await self.stream.receive_some(256 * 1024)
+            if fd is None:
+                data = await self.stream.receive_some(256 * 1024)
+            else:
+                data = await socket_io.receive_some(stream, fd, 256 * 1024)  # type: ignore[arg-type]
             if not data:
                 return True
             self._last_received = trio.current_time()
@@ -226,15 +237,25 @@ class ServerConnection:
                 log.info("closing connection %s: %s", self.address, exc)
                 await self._answer_http(data)
                 return False
-            for frame in decoded:
-                try:
-                    keep = await self._handle(frame)
-                except _STREAM_ERRORS:
-                    raise
-                except Exception as exc:
-                    keep = self._command_failed(frame.command, exc)
-                if not keep:
-                    return False
+            # A run of SENDs is one input batch (quire/input_batch.py): their journal group is
+            # written when the run ends, in this task step. Closed before anything that may
+            # yield: any other command, and a SEND that waits for room (_on_send).
+            try:
+                for frame in decoded:
+                    if frame.command.type == _SEND:
+                        input_batch.begin()
+                    else:
+                        input_batch.end()
+                    try:
+                        keep = await self._handle(frame)
+                    except _STREAM_ERRORS:
+                        raise
+                    except Exception as exc:
+                        keep = self._command_failed(frame.command, exc)
+                    if not keep:
+                        return False
+            finally:
+                input_batch.end()
 
     async def _answer_http(self, data: bytes | bytearray) -> None:
         """An HTTP request on this port: answer in HTTP, naming the admin port (broker/wrong_port.py)."""
@@ -606,7 +627,13 @@ class ServerConnection:
             return True
         data = frame.stored_entry()
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
-        while self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
+        limit = self.config.max_pending_publish_requests_per_connection
+        while self._pending_publish >= limit:
+            # The SENDs before this one are written now (their group was deferred to the end
+            # of the input batch): that may already make room, before a new Event would miss it.
+            input_batch.end()
+            if self._pending_publish < limit:
+                break
             self._publish_room = trio.Event()
             await self._publish_room.wait()
         self._pending_publish += 1

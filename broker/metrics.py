@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from quire.fast_counter import FastCounter
 from quire.fast_histogram import FastHistogram
 
 if TYPE_CHECKING:
@@ -115,8 +116,9 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self._msg_in = Counter("pulsar_broker_in_messages", "messages published", registry=r)
-        self._bytes_in = Counter("pulsar_broker_in_bytes", "bytes published", registry=r)
+        # Bumped per SEND on the event loop: lock-free counters (quire/fast_counter.py).
+        self._msg_in = FastCounter("pulsar_broker_in_messages", "messages published", registry=r)
+        self._bytes_in = FastCounter("pulsar_broker_in_bytes", "bytes published", registry=r)
         self._msg_out = Counter("pulsar_broker_out_messages", "messages dispatched", registry=r)
         self._bytes_out = Counter("pulsar_broker_out_bytes", "bytes dispatched", registry=r)
         self._entries_out = Counter("pulsar_broker_out_entries", "entries dispatched", registry=r)
@@ -143,8 +145,8 @@ class BrokerMetrics:
         self.topics_gauge.set_function(lambda: len(service.topics))
 
     def published(self, messages: int, nbytes: int) -> None:
-        self._msg_in.inc(messages)
-        self._bytes_in.inc(nbytes)
+        self._msg_in.value += messages
+        self._bytes_in.value += nbytes
 
     def dispatched(self, entries: int, messages: int, nbytes: int) -> None:
         self._entries_out.inc(entries)

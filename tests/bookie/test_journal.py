@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -205,3 +206,65 @@ def test_record_prefix_length_crc_cache_stays_correct_when_full() -> None:
     payloads = [bytes(16 + n) for n in range(5000)]
     image = jf.encode_header(1) + b"".join(jf.record_prefix(p) + p for p in payloads)
     assert len(list(jf.scan(image, jf.HEADER_SIZE))) == len(payloads)
+
+
+async def test_a_readers_input_batch_writes_its_group_at_the_batch_end(tmp_path: Path) -> None:
+    """Appends inside a quire.input_batch (a broker reader's run of SENDs) are one group,
+    written and acknowledged durably by input_batch.end() in the same task step; outside a
+    batch the writer task does it as before."""
+    from quire import input_batch
+
+    j = Journal(make_config(tmp_path), BookieMetrics())
+    first = j.open_new_file()
+    durable: list[tuple[list, BaseException | None]] = []
+    j.on_durable = lambda tokens, err: durable.append((list(tokens), err))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        await trio.testing.wait_all_tasks_blocked()  # the writer task waits for records
+        input_batch.begin()
+        try:
+            for i in range(3):
+                j.append_ack(_payload(1, i), i)
+            assert durable == []  # not durable yet: nothing acknowledged
+        finally:
+            input_batch.end()
+        # no checkpoint since: written, synced and acknowledged by end() itself, as one group
+        assert durable == [([0, 1, 2], None)]
+        assert j.durable_mark > first
+        records = [r.entry_id for r in replay_records(j.current_dir, first)]
+        assert records == [0, 1, 2]
+        # outside a batch: the writer task writes it
+        j.append_ack(_payload(1, 3), 3)
+        assert len(durable) == 1
+        with trio.fail_after(10):
+            while len(durable) < 2:
+                await trio.sleep(0.001)
+        assert durable[1] == ([3], None)
+        nursery.cancel_scope.cancel()
+    groups = j.metrics.journal_group_entries.collect()[0].samples
+    assert next(s.value for s in groups if s.name.endswith("_count")) == 2
+
+
+async def test_an_input_batch_leaves_a_group_for_the_thread_to_the_writer_task(tmp_path: Path) -> None:
+    """A batch's group that the writer task would hand to its thread (durable writes slow
+    now) is not written by end(): the writer task is woken for it and the loop goes on."""
+    from quire import input_batch
+
+    j = Journal(make_config(tmp_path), BookieMetrics())
+    first = j.open_new_file()
+    durable: list[list] = []
+    j.on_durable = lambda tokens, err: durable.append(list(tokens))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        await trio.testing.wait_all_tasks_blocked()
+        j._sync_ewma = 1.0  # recent durable writes took 1 s: not written on the event loop
+        input_batch.begin()
+        j.append_ack(_payload(1, 0), 0)
+        input_batch.end()
+        assert durable == []
+        with trio.fail_after(10):
+            while not durable:
+                await trio.sleep(0.001)
+        assert durable == [[0]]
+        nursery.cancel_scope.cancel()
+    assert [r.entry_id for r in replay_records(j.current_dir, first)] == [0]
