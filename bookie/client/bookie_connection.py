@@ -27,7 +27,7 @@ from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
 from quire import hop_trace
-from quire.outbox import JOIN_BELOW, Outbox
+from quire.outbox import JOIN_BELOW, Outbox, deferred_writes
 from bookie.protocol import (
     FrameDecoder,
     Op,
@@ -234,16 +234,20 @@ class BookieConnection:
                 raise EOFError("bookie closed the connection")
             if hop_trace.ENABLED:
                 hop_trace.mark("b.bkrx", self._port, len(data))
-            for frame in decoder.feed(data):
-                resp = decode_response(frame)
-                p = pending.pop(resp.request_id, None)
-                if p is None and resp.op == Op.AUTH and resp.status != Status.OK:
-                    raise ProtocolError(f"bookie {self.bookie_id} refused this client's identity (UNAUTHORIZED)")
-                if p is not None:  # else: it already timed out
-                    try:  # (inlined _complete: once per reply)
-                        p[0](resp.status, resp)
-                    except Exception:
-                        log.exception("ledger client callback failed")
+            # The replies' completions (adds reaching their ack quorum -> receipts) write their
+            # frames when this synchronous block ends, one write per client connection, instead
+            # of waking each connection's writer task for another scheduler round.
+            with deferred_writes():
+                for frame in decoder.feed(data):
+                    resp = decode_response(frame)
+                    p = pending.pop(resp.request_id, None)
+                    if p is None and resp.op == Op.AUTH and resp.status != Status.OK:
+                        raise ProtocolError(f"bookie {self.bookie_id} refused this client's identity (UNAUTHORIZED)")
+                    if p is not None:  # else: it already timed out
+                        try:  # (inlined _complete: once per reply)
+                            p[0](resp.status, resp)
+                        except Exception:
+                            log.exception("ledger client callback failed")
 
     async def _timeouts(self, _stream: trio.SocketStream) -> None:
         interval = self._config.timeout_monitor_interval_ms / 1000

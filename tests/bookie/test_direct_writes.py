@@ -145,3 +145,51 @@ async def test_a_large_reply_is_left_to_the_writer_task() -> None:
     finally:
         await stream.aclose()
         b.close()
+
+
+async def test_a_receipt_made_by_an_add_reply_is_written_by_the_ledger_client_reader() -> None:
+    """The third hop: a bookie's add reply completes the add, and what that completion puts
+    in a client connection's outbox (the broker's receipt) is written by the ledger client's
+    reader when it has handled the replies it read, not one scheduler round later by that
+    outbox's writer task."""
+    from tests.test_connection_io import _running_outbox
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.setblocking(False)
+    config = ClientConfig(add_entry_timeout_s=5.0, client_connect_timeout_ms=2000)
+    writers: list[str] = []
+    async with _running_outbox() as (outbox, receipts_peer), trio.open_nursery() as nursery:
+        write = outbox._write
+        assert write is not None
+
+        def recording_write(data: bytes) -> int:
+            writers.append(trio.lowlevel.current_task().name)
+            return write(data)
+
+        outbox._write = recording_write
+        conn = BookieConnection(f"127.0.0.1:{port}", nursery, config)
+        try:
+            conn.send_add(1, 0, 0, MASTER_KEY, b"e", lambda status, _r: outbox.put(b"receipt"), 5.0)
+            while True:
+                try:
+                    peer, _ = listener.accept()
+                    break
+                except BlockingIOError:
+                    await trio.sleep(0.005)
+            decoder = FrameDecoder()
+            frames: list[bytes] = []
+            with trio.fail_after(5):
+                while not frames:
+                    await trio.sleep(0.005)
+                    try:
+                        frames = decoder.feed(peer.recv(65536, socket.MSG_DONTWAIT))
+                    except BlockingIOError:
+                        pass
+            peer.sendall(_reply_frame(decode_request(frames[0]).request_id, 0))
+            assert await _receive_all(receipts_peer, len(b"receipt")) == b"receipt"
+            assert writers and all("BookieConnection" in name for name in writers), writers
+        finally:
+            conn.close()
+            listener.close()
+            nursery.cancel_scope.cancel()
