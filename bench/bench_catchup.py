@@ -12,7 +12,7 @@ each consuming the whole backlog with the same client settings:
 Prints msgs/s of both and their ratio (issue 17's goal: catch-up >= 0.8 x caught up), the
 broker's CPU µs per message in each phase, and writes bench/results/bench_catchup.json.
 
-    .venv/bin/python bench/bench_catchup.py [--messages 1000000] [--cached 200000]
+    .venv/bin/python bench/bench_catchup.py [--messages 1000000] [--cached 200000] [--py-spy DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_e2e import BATCH_RECEIVE_POLICY, PRODUCER_SETTINGS, cpu_seconds, start_standalone  # noqa: E402
+from bench.bench_e2e import BATCH_RECEIVE_POLICY, PRODUCER_SETTINGS, cpu_seconds, profiled, start_standalone  # noqa: E402
 
 
 def _standalone_at(root: Path) -> tuple:
@@ -81,6 +81,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--batched", action="store_true", help="publish in batches of 1000 (default: one entry per message)")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_catchup.json"))
+    ap.add_argument("--py-spy", metavar="DIR", help="sample the standalone with py-spy in each consume phase (raw stacks in DIR)")
     args = ap.parse_args()
     import pulsar
 
@@ -93,7 +94,8 @@ def main() -> None:
         hot = f"persistent://public/default/catchup-hot-{time.time_ns()}"
         client.subscribe(hot, "catchup", initial_position=pulsar.InitialPosition.Earliest).close()
         publish(client, hot, args.cached, args.size, args.batched)
-        caught_up = consume(client, hot, args.cached, proc.pid)
+        with profiled(args.py_spy, proc.pid, "caught_up"):
+            caught_up = consume(client, hot, args.cached, proc.pid)
         # far behind: the subscription exists, the backlog is large, then the broker restarts
         cold = f"persistent://public/default/catchup-cold-{time.time_ns()}"
         client.subscribe(cold, "catchup", initial_position=pulsar.InitialPosition.Earliest).close()
@@ -103,7 +105,8 @@ def main() -> None:
         proc.wait(60)
         proc, port = _standalone_at(root)
         client = pulsar.Client(f"pulsar://127.0.0.1:{port}", io_threads=1, message_listener_threads=1)
-        catch_up = consume(client, cold, args.messages, proc.pid)
+        with profiled(args.py_spy, proc.pid, "catch_up"):
+            catch_up = consume(client, cold, args.messages, proc.pid)
         client.close()
     finally:
         if proc is not None:

@@ -479,21 +479,7 @@ class RequestProcessor:
         last = req.last_entry_id if req.last_entry_id >= first else first
         max_entries = min(req.max_entries or _RANGE_MAX_ENTRIES, _RANGE_MAX_ENTRIES)
         max_bytes = min(req.max_bytes or _RANGE_MAX_BYTES, _RANGE_MAX_BYTES)
-        entries: list[bytes] = []
-        size = 0
-        eid = first
-        while eid <= last and len(entries) < max_entries:
-            try:
-                data = await self.storage.read_entry(lid, eid)
-            except NoEntryError:
-                if not entries:
-                    raise
-                break
-            if entries and size + len(data) > max_bytes:
-                break
-            entries.append(data)
-            size += len(data)
-            eid += 1
+        entries = await self.storage.read_range(lid, first, last, max_entries, max_bytes)
         self._count("read", 0, len(entries))
         return reply_frame(Op.RANGE_READ, req.request_id, 0, lid, first, entries=entries, last_entry_id=first + len(entries) - 1)
 
