@@ -22,7 +22,7 @@ from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.router_key_shared import KeySharedRouter, sticky_hash
 from broker.router_shared import SharedRouter
 from broker.router_single_active import FAILOVER, SingleActiveRouter
-from broker.entry_meta import entry_info
+from broker.entry_meta import dispatch_info, metadata_key
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
 from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
@@ -279,22 +279,21 @@ class Subscription:
 
     def _delivery(self, pos: Position, data: bytes, replayed: bool) -> Delivery | None:
         try:
-            info = entry_info(data)
+            md, n = dispatch_info(data)
         except ProtocolError as exc:
             self._skip_undecodable(pos, exc)
             return None
-        n = info.num_messages
         if not replayed:
             self.avg_messages_per_entry = 0.9 * self.avg_messages_per_entry + 0.1 * n
             self.avg_entry_bytes = 0.9 * self.avg_entry_bytes + 0.1 * len(data)
-        h = sticky_hash(info.key) if self.sub_type == KEY_SHARED else -1
+        h = sticky_hash(metadata_key(md)) if self.sub_type == KEY_SHARED else -1
         if (
             not replayed
-            and info.deliver_at_time
             and self.sub_type in (SHARED, KEY_SHARED)
+            and md.deliver_at_time
             and self.config.delayed_delivery_enabled
-            and info.deliver_at_time > time.time() * 1000
-            and self.delayed.add(pos, info.deliver_at_time, h)
+            and md.deliver_at_time > time.time() * 1000
+            and self.delayed.add(pos, md.deliver_at_time, h)
         ):
             return None
         ack_set = self.batch_ack_sets.get(pos)
