@@ -267,6 +267,8 @@ class Subscription:
             return progressed
         if self._rewind:
             return True  # the active consumer changed during the read: re-read from the rewind
+        # A reader far behind: the next range comes from the bookies while this one is sent.
+        self.cursor.read_ahead(n)
         out: list[Delivery] = []
         for e in entries:
             d = self._delivery(e.position, e.data, replayed=False)

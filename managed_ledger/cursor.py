@@ -29,6 +29,7 @@ from managed_ledger.errors import (
 from managed_ledger.formats import PositionInfo
 from managed_ledger.position import Entry, Position
 from managed_ledger.range_set import RangeSet
+from managed_ledger.read_ahead import ReadAhead
 from quire import invariants
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class ManagedCursor:
         self.properties: dict[str, int] = {}
         self.closed = False
         self._read_epoch = 0
+        self._ahead = ReadAhead(ml)  # the next range, read while the last one is dispatched
         # persistence: a generation per state change, the last one persisted
         self._state_gen = 0
         self._persisted_gen = 0
@@ -162,6 +164,7 @@ class ManagedCursor:
                 await self._persist_on_close()
         finally:
             self.closed = True
+            self._ahead.cancel()
             self.ml.forget_non_durable(self)
             await self.store.close_ledger()
 
@@ -211,7 +214,12 @@ class ManagedCursor:
                 end = min(end, nxt[1] - 1)
             if end < pos.entry_id:
                 break
-            out.extend(await ml.read_range(pos.ledger_id, pos.entry_id, end))
+            got = await self._ahead.take(pos.ledger_id, pos.entry_id, end)
+            if got is None:
+                got = await ml.read_range(pos.ledger_id, pos.entry_id, end)
+            elif pos.entry_id + len(got) <= end:
+                got += await ml.read_range(pos.ledger_id, pos.entry_id + len(got), end)
+            out.extend(got)
             pos = Position(pos.ledger_id, end + 1)
         if self._read_epoch == epoch and pos > self.read_position:
             self.read_position = pos
@@ -220,6 +228,30 @@ class ManagedCursor:
         if out:
             ml.invalidate_cache()
         return out
+
+    def read_ahead(self, max_entries: int) -> None:
+        """Start reading the next up to ``max_entries`` entries from the read position in
+        the background, for the next ``read_entries`` (managed_ledger.read_ahead): only
+        while the cursor reads from the bookies, i.e. the entries are not in the entry
+        cache; within one ledger."""
+        if self.closed:
+            return
+        ml = self.ml
+        pos = ml.normalize(self.read_position)
+        if pos <= self.mark_delete_position:
+            pos = ml.next_valid_position(self.mark_delete_position)
+        if pos > ml.last_confirmed_entry or self._deleted.range_containing(pos.as_tuple()) is not None:
+            return
+        info = ml.ledger_info(pos.ledger_id)
+        if info is None or ml.cache.contains(pos.ledger_id, pos.entry_id):
+            return
+        end = min(info.entries - 1, pos.entry_id + max_entries - 1)
+        nxt = self._deleted.first_start_after(pos.as_tuple())
+        if nxt is not None and nxt[0] == pos.ledger_id:
+            end = min(end, nxt[1] - 1)
+        pending = self._ahead.pending
+        if end >= pos.entry_id and (pending is None or pending[:2] != (pos.ledger_id, pos.entry_id)):
+            self._ahead.start(pos.ledger_id, pos.entry_id, end)
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         """Like read_entries, but waits (no polling) until at least one entry is there."""
