@@ -59,7 +59,9 @@ class ReplySink(Protocol):
 
     # Optional: ``send_many(buffers, count)`` queues ``count`` replies given as consecutive
     # buffers with one wake-up; sinks without it get one ``send`` per reply. An in-process
-    # sink may offer ``adds_done(request_ids, status)``: add replies without a frame.
+    # sink may offer ``adds_done(request_ids, status)``: add replies without a frame, and
+    # ``range_read_done(request_id, ledger_id, first_entry_id, entries)``: a RANGE_READ's
+    # successful reply without a frame.
 
 
 def reply_frame(
@@ -155,7 +157,13 @@ class RequestProcessor:
             if op == Op.READ:
                 frame = await self._read(req)
             elif op == Op.RANGE_READ:
-                frame = await self._range_read(req)
+                entries = await self._range_entries(req)
+                done = getattr(conn, "range_read_done", None)
+                if done is not None:  # in-process: the entries as they are, no frame
+                    done(req.request_id, req.ledger_id, req.entry_id, entries)
+                    return
+                frame = reply_frame(Op.RANGE_READ, req.request_id, 0, req.ledger_id, req.entry_id, entries=entries,
+                                    last_entry_id=req.entry_id + len(entries) - 1)
             elif op == Op.READ_LAC:
                 frame = await self._read_lac(req)
             elif op == Op.WRITE_LAC:
@@ -472,7 +480,7 @@ class RequestProcessor:
         self._count("read", 0)
         return reply_frame(Op.READ, req.request_id, 0, lid, eid, body, lac=lac)
 
-    async def _range_read(self, req: Request) -> bytes:
+    async def _range_entries(self, req: Request) -> list[bytes]:
         lid, first = req.ledger_id, req.entry_id
         if first < 0:
             raise BadRequestError(f"range read from entry {first}")
@@ -481,7 +489,7 @@ class RequestProcessor:
         max_bytes = min(req.max_bytes or _RANGE_MAX_BYTES, _RANGE_MAX_BYTES)
         entries = await self.storage.read_range(lid, first, last, max_entries, max_bytes)
         self._count("read", 0, len(entries))
-        return reply_frame(Op.RANGE_READ, req.request_id, 0, lid, first, entries=entries, last_entry_id=first + len(entries) - 1)
+        return entries
 
     async def _read_lac(self, req: Request) -> bytes:
         lid = req.ledger_id
