@@ -15,41 +15,9 @@ from __future__ import annotations
 import struct
 from typing import Sequence
 
+from broker.receipt_frame import _varint  # the protobuf varint (uint64, negatives as two's complement)
+
 _TWO_U32 = struct.Struct(">II")
-_U64 = (1 << 64) - 1
-
-# BaseCommand.type = MESSAGE (field 1, enum 9); BaseCommand.message is field 9 (bytes)
-_BASE_TYPE = b"\x08\x09"
-_BASE_MESSAGE_TAG = b"\x4a"
-
-
-def _varint(n: int) -> bytes:
-    """Protobuf varint of a non-negative int below 2**64."""
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def message_command(consumer_id: int, ledger_id: int, entry_id: int, partition: int = -1, redelivery_count: int = 0,
-                    ack_set: Sequence[int] | None = None, consumer_epoch: int | None = None) -> bytes:
-    """The serialized BaseCommand of a MESSAGE (``clients.protocol.commands.message`` as bytes)."""
-    mid = b"".join((b"\x08", _varint(ledger_id & _U64), b"\x10", _varint(entry_id & _U64),
-                    b"\x18", _varint(partition & _U64)))  # int32: negatives sign-extend to 10 bytes
-    parts = [b"\x08", _varint(consumer_id), b"\x12", _varint(len(mid)), mid]
-    if redelivery_count:
-        parts += (b"\x18", _varint(redelivery_count))
-    if ack_set:
-        for word in ack_set:
-            parts += (b"\x20", _varint(word & _U64))
-    if consumer_epoch is not None:
-        parts += (b"\x28", _varint(consumer_epoch))
-    msg = b"".join(parts)
-    return b"".join((_BASE_TYPE, _BASE_MESSAGE_TAG, _varint(len(msg)), msg))
 
 
 def message_frames(consumer_id: int, partition: int, consumer_epoch: int | None,
@@ -58,7 +26,7 @@ def message_frames(consumer_id: int, partition: int, consumer_epoch: int | None,
     and their total size: what stays the same from entry to entry (consumer, partition,
     epoch, ledger) is encoded once."""
     head = b"\x08" + _varint(consumer_id) + b"\x12"
-    mid_tail = b"\x18" + _varint(partition & _U64)
+    mid_tail = b"\x18" + _varint(partition)
     epoch = b"" if consumer_epoch is None else b"\x28" + _varint(consumer_epoch)
     pack = _TWO_U32.pack
     join = b"".join
@@ -69,23 +37,19 @@ def message_frames(consumer_id: int, partition: int, consumer_epoch: int | None,
     for ledger_id, entry_id, redelivery_count, ack_set, entry in deliveries:
         if ledger_id != last_ledger:
             last_ledger = ledger_id
-            ledger_part = b"\x08" + _varint(ledger_id & _U64) + b"\x10"
-        mid = join((ledger_part, _varint(entry_id & _U64) if entry_id >= 0x80 or entry_id < 0 else bytes((entry_id,)), mid_tail))
+            ledger_part = b"\x08" + _varint(ledger_id) + b"\x10"
+        mid = join((ledger_part, _varint(entry_id) if entry_id >= 0x80 or entry_id < 0 else bytes((entry_id,)), mid_tail))
         if redelivery_count or ack_set:
             extra = b"\x18" + _varint(redelivery_count) if redelivery_count else b""
             if ack_set:
-                extra += join([b"\x20" + _varint(w & _U64) for w in ack_set])
+                extra += join([b"\x20" + _varint(w) for w in ack_set])
             msg = join((head, bytes((len(mid),)), mid, extra, epoch))
         else:
             msg = join((head, bytes((len(mid),)), mid, epoch))  # a MessageIdData is < 128 bytes
         n = len(msg)
+        # BaseCommand.type = MESSAGE (field 1, value 9), BaseCommand.message (field 9, bytes)
         cmd = join((b"\x08\x09\x4a", bytes((n,)) if n < 0x80 else _varint(n), msg))
         frame = join((pack(4 + len(cmd) + len(entry), len(cmd)), cmd, entry))
         out.append(frame)
         nbytes += len(frame)
     return out, nbytes
-
-
-def message_frame(command: bytes, entry: bytes) -> bytes:
-    """``[total][cmdSize][command]`` followed by the stored entry bytes, untouched."""
-    return b"".join((_TWO_U32.pack(4 + len(command) + len(entry), len(command)), command, entry))

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.entry_meta import dispatch_info, entry_info, metadata_key
-from broker.message_frame import message_command, message_frames
+from broker.message_frame import message_frames
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol.errors import ProtocolError
@@ -32,11 +32,6 @@ def test_message_frames_are_the_protobuf_frames(consumer_id: int, partition: int
                 for lid, eid, rc, acks, data in items]
     got, nbytes = message_frames(consumer_id, partition, epoch, items)
     assert got == expected and nbytes == sum(map(len, expected))
-    for (lid, eid, rc, acks, data), frame in zip(items, got):
-        assert frames.message_frame(C.message(consumer_id, lid, eid, partition=partition, redelivery_count=rc,
-                                              ack_set=acks, consumer_epoch=epoch), data) == frame
-        cmd = message_command(consumer_id, lid, eid, partition, rc, acks, epoch)
-        assert frame.startswith(struct.pack(">II", 4 + len(cmd) + len(data), len(cmd)) + cmd)
 
 
 metadata = st.builds(
