@@ -1,5 +1,5 @@
-"""The dispatcher asks its cursor to read the next range ahead after every read, before it
-sends what it read (the managed ledger side is tests/managed_ledger/test_read_ahead.py)."""
+"""The dispatcher asks its cursor to read ahead after every read, before it sends what it
+read (the managed ledger side is tests/managed_ledger/test_read_ahead.py)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nu
             client.close()
 
     assert await in_thread(consume) == [b"m%d" % i for i in range(230)]
-    # one read ahead per read of 50, each from where that read ended, each started before
-    # the read's entries were routed to the consumer
-    assert cursor.read_aheads[:5] == [(50, 50), (100, 50), (150, 50), (200, 50), (230, 50)]
+    # after every read of 50, from where that read ended and before its entries were routed
+    # to the consumer, the cursor is asked to keep four reads' worth (READ_AHEAD_READS) ahead
+    assert cursor.read_aheads[:5] == [(50, 200), (100, 200), (150, 200), (200, 200), (230, 200)]
     assert sent_before_read_ahead[:5] == [1, 2, 3, 4, 5]
     nursery.cancel_scope.cancel()

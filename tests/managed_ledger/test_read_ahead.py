@@ -27,34 +27,39 @@ def bk_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return reads
 
 
-async def test_a_cursor_far_behind_keeps_one_read_ahead(factory, config, bk_reads) -> None:
+async def test_a_cursor_far_behind_keeps_reads_ahead(factory, config, bk_reads) -> None:
     ml = await factory.open(NAME, config.replace(max_entries_per_ledger=1000))
     c = await ml.open_cursor("s", "earliest")
-    ps = [await ml.add_entry(b"e%d" % i) for i in range(300)]
+    ps = [await ml.add_entry(b"e%d" % i) for i in range(600)]
     lid = ps[0].ledger_id
     ml.cache.clear()  # far behind: nothing of it in the entry cache
     assert [e.position for e in await c.read_entries(100)] == ps[:100]
     assert bk_reads == [(0, 99)]
-    c.read_ahead(100)
+    c.read_ahead(200)  # one ledger-client read for the whole range ahead
     await trio.testing.wait_all_tasks_blocked()
-    assert bk_reads == [(0, 99), (100, 199)] and c._ahead.pending == (lid, 100, 199)
-    c.read_ahead(100)  # asked again for the same range: still one read
+    assert bk_reads == [(0, 99), (100, 299)] and c._ahead.pending == (lid, 100, 299)
+    c.read_ahead(200)  # enough is ahead: nothing more
     await trio.testing.wait_all_tasks_blocked()
-    assert bk_reads == [(0, 99), (100, 199)]
-    # the next read takes what was read ahead (no read of its own), and a shorter one a prefix
+    assert len(bk_reads) == 2
+    # reads take what was read ahead (no read of their own)
     got = await c.read_entries(100)
     assert [e.position for e in got] == ps[100:200] and [e.data for e in got] == [b"e%d" % i for i in range(100, 200)]
-    assert bk_reads == [(0, 99), (100, 199)] and c._ahead.pending is None and c._ahead.used == 1
-    c.read_ahead(100)
-    await trio.testing.wait_all_tasks_blocked()
+    c.read_ahead(200)  # 100 still ahead: half of 200, enough
     assert [e.position for e in await c.read_entries(40)] == ps[200:240]
-    assert bk_reads[-1] == (200, 299) and len(bk_reads) == 3
-    # a seek elsewhere: the read ahead is not used (nor kept), the read goes to the ledger client
-    c.read_ahead(100)
+    assert len(bk_reads) == 2 and c._ahead.pending == (lid, 240, 299)
+    c.read_ahead(200)  # 60 ahead: the next range is read after them
     await trio.testing.wait_all_tasks_blocked()
+    assert bk_reads[-1] == (300, 439) and c._ahead.pending == (lid, 240, 439)
+    # one read spanning both reads ahead takes from both
+    assert [e.position for e in await c.read_entries(150)] == ps[240:390]
+    assert len(bk_reads) == 3 and c._ahead.pending == (lid, 390, 439) and c._ahead.used == 4
+    # a seek elsewhere: what was read ahead is dropped, the read goes to the ledger client
     await c.seek(ps[10])
     assert [e.position for e in await c.read_entries(5)] == ps[10:15]
-    assert bk_reads[-2:] == [(240, 299), (10, 14)] and c._ahead.pending is None
+    assert bk_reads[-1] == (10, 14) and c._ahead.pending is None
+    # a read ahead cancelled by a close
+    c.read_ahead(200)
+    assert c._ahead.pending == (lid, 15, 214)
     # nothing read from the bookies went into the entry cache
     assert ml.cache.count == 0
     await c.close()
@@ -71,15 +76,15 @@ async def test_catch_up_reads_bypass_the_entry_cache_and_leave_the_tail(factory,
     assert ml.cache.count == 20
     got: list[Position] = []
     while len(got) < 200:
-        batch = await behind.read_entries(50)
-        behind.read_ahead(50)
+        batch = await behind.read_entries(min(30, 200 - len(got)))
+        behind.read_ahead(60)
         got += [e.position for e in batch]
     assert got == ps
-    assert behind._ahead.used >= 2  # reads after the first came from the reads ahead
+    assert behind._ahead.used >= 5  # reads after the first came from the reads ahead
     assert ml.cache.count == 20 and all(ml.cache.contains(p.ledger_id, p.entry_id) for p in tail)
     n = len(bk_reads)
     assert [e.data for e in await tailing.read_entries(20)] == [b"new%d" % i for i in range(20)]
     # caught up with the cached tail: read from the cache, nothing read ahead
     assert [e.position for e in await behind.read_entries(20)] == tail
-    behind.read_ahead(20)
+    behind.read_ahead(60)
     assert len(bk_reads) == n and behind._ahead.pending is None
