@@ -205,7 +205,7 @@ async def test_range_read_from_entry_logs_reads_runs_not_entries(tmp_path: Path)
             hops.append(args[2])
             return real(*args)  # type: ignore[arg-type]
 
-        storage._read_run_from_disk = counted  # type: ignore[method-assign]
+        storage._read_run_from_disk = counted  # type: ignore[method-assign, assignment]
         rng = await c.call(Op.RANGE_READ, ledger_id=21, entry_id=0, last_entry_id=409, max_entries=1000)
         assert rng.status == Status.OK and rng.last_entry_id == 409
         got = [entry_format.verify(e).entry_id for e in rng.entries]

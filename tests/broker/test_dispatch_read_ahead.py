@@ -31,7 +31,7 @@ async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nu
     sent_before_read_ahead: list[int] = []
     real_deliver = type(sub)._route
 
-    async def route(self, deliveries, replayed=False):  # type: ignore[no-untyped-def]
+    async def route(self, deliveries, replayed=False):
         sent_before_read_ahead.append(len(cursor.read_aheads))
         return await real_deliver(self, deliveries, replayed)
 

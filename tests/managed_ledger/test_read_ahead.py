@@ -19,7 +19,7 @@ def bk_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     for name in ("read", "read_unconfirmed"):
         orig = getattr(FakeLedgerHandle, name)
 
-        async def counted(self: FakeLedgerHandle, first: int, last: int, orig=orig):  # type: ignore[no-untyped-def]
+        async def counted(self: FakeLedgerHandle, first: int, last: int, orig=orig):
             reads.append((first, last))
             return await orig(self, first, last)
 

@@ -96,7 +96,7 @@ async def test_range_reads_come_back_without_a_frame(local_bookie, monkeypatch) 
     decoded: list[int] = []
     real_decode = protocol.decode_response
 
-    def decode(frame):  # type: ignore[no-untyped-def]
+    def decode(frame):
         resp = real_decode(frame)
         decoded.append(resp.op)
         return resp
