@@ -77,6 +77,18 @@ def verify(data: bytes | bytearray | memoryview) -> EntryHeader:
     return hdr
 
 
+def is_entry(data: bytes | bytearray | memoryview, ledger_id: int, entry_id: int) -> bool:
+    """``verify`` for a reader's hot path: True iff ``data`` is entry ``ledger_id:entry_id``
+    with a matching CRC32C (no header object, no exception)."""
+    if len(data) < HEADER_SIZE:
+        return False
+    lid, eid, _lac, _length, crc = _HEADER.unpack_from(data, 0)
+    if lid != ledger_id or eid != entry_id:
+        return False
+    view = memoryview(data)
+    return crc32c(view[HEADER_SIZE:], crc32c(view[:METADATA_SIZE])) == crc
+
+
 def payload(data: bytes | bytearray | memoryview) -> bytes:
     """The payload bytes of an entry (no digest check)."""
     return bytes(memoryview(data)[HEADER_SIZE:])

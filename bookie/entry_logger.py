@@ -30,6 +30,8 @@ from bookie.file_io import write_all_at
 
 LAST_ID_FILE = "lastId"
 _WRITE_CHUNK = 4 * 1024 * 1024
+# The largest pread of a run read (a record is at most a 5 MiB entry plus its header).
+_MAX_RUN_READ = 8 * 1024 * 1024
 # How long a deleted log's cached read fd stays open (reads in flight finish on it).
 RETIRED_FD_GRACE_S = 5.0
 
@@ -256,6 +258,47 @@ class EntryLogger:
         if (lid, eid) != (ledger_id, entry_id):
             raise BookieIOError(f"entry log {loc} holds {lid}:{eid}, index says {ledger_id}:{entry_id}")
         return data
+
+    def read_run(self, loc: Location, ledger_id: int, entry_id: int, max_entries: int, max_bytes: int) -> list[bytes]:
+        """Entry ``entry_id`` at ``loc`` and the ones after it in its log that continue the
+        same ledger in entry order (a checkpoint writes a ledger's entries sorted): one
+        sequential pread per ~``max_bytes``, not an index lookup per entry. The first record
+        must be intact (BookieIOError otherwise) and is returned whatever its size; the run
+        ends at the first record that is not the next entry (or is torn), at ``max_entries``,
+        or before the data would pass ``max_bytes``."""
+        first = self.read(loc, ledger_id, entry_id)
+        out = [first]
+        size = len(first)
+        offset = loc.offset + loc.length
+        # guess the run's length from the first record; a short guess costs another pread
+        want = min(max(loc.length * (max_entries - 1), 4096), max_bytes + 64 * 1024)
+        expected = entry_id + 1
+        while len(out) < max_entries and size < max_bytes:
+            try:
+                buf = os.pread(self._read_fd(loc.log_id), want, offset)
+            except (OSError, BookieIOError):
+                break
+            pos = 0
+            while len(out) < max_entries and size < max_bytes:
+                try:
+                    lid, eid, data, length = elf.decode_record(buf, pos)
+                except FormatError:
+                    break
+                if lid != ledger_id or eid != expected or size + len(data) > max_bytes:
+                    return out
+                out.append(data)
+                size += len(data)
+                expected += 1
+                pos += length
+            if pos == 0:  # not even one whole record fit, or the log ends or is torn here
+                if len(buf) < want or want >= _MAX_RUN_READ:
+                    break
+                want = min(want * 4, _MAX_RUN_READ)
+                continue
+            offset += pos
+            if len(buf) < want:
+                break  # the log ends (for now) inside this buffer
+        return out
 
     def read_ahead(self, loc: Location, ledger_id: int, max_entries: int, max_bytes: int) -> list[tuple[int, bytes]]:
         """Entries of ``ledger_id`` that follow ``loc`` in its log (read-ahead); best effort."""

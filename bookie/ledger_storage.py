@@ -282,6 +282,65 @@ class LedgerStorage:
         self.metrics.read_cache_size.set(rc.size)
         return data
 
+    async def read_range(self, ledger_id: int, first: int, last: int, max_entries: int, max_bytes: int) -> list[bytes]:
+        """Entries ``first..`` up to ``last`` (at least one; NoLedgerError / NoEntryError /
+        BookieIOError if ``first`` cannot be read), at most ``max_entries`` and about
+        ``max_bytes``: the caches first, then per uncached run one worker-thread hop doing
+        one index lookup and sequential entry log reads. A range reader asks for what it
+        reads next itself, so the run is not copied into the read-ahead cache (which keeps
+        serving single-entry readers)."""
+        out: list[bytes] = []
+        size = 0
+        eid = first
+        cached = self.cached_entry
+        while eid <= last and len(out) < max_entries:
+            data = cached(ledger_id, eid)
+            if data is None:
+                if self.is_deleted(ledger_id):
+                    raise NoLedgerError(f"ledger {ledger_id} was deleted")
+                self.metrics.read_cache_misses.inc()
+                d = self._dir_for(ledger_id)
+                run = await trio.to_thread.run_sync(self._read_run_from_disk, d, ledger_id, eid, min(last - eid + 1, max_entries - len(out)),
+                                                    max(max_bytes - size, 1), limiter=self._read_limiter)
+                if not run:
+                    data = self.write_cache.get(ledger_id, eid)  # added meanwhile
+                    if data is None:
+                        if out:
+                            break
+                        if self.state(ledger_id) is None:
+                            raise NoLedgerError(f"ledger {ledger_id} unknown")
+                        raise NoEntryError(f"entry {ledger_id}:{eid} not found")
+                else:
+                    if out and size + len(run[0]) > max_bytes:
+                        break  # only the range's first entry may exceed the byte budget
+                    out.extend(run)
+                    size += sum(map(len, run))
+                    eid += len(run)
+                    continue
+            if out and size + len(data) > max_bytes:
+                break
+            out.append(data)
+            size += len(data)
+            eid += 1
+        return out
+
+    def _read_run_from_disk(self, d: DirStorage, ledger_id: int, entry_id: int, max_entries: int,
+                            max_bytes: int) -> list[bytes]:
+        try:
+            loc = d.locations.get(ledger_id, entry_id)
+        except Exception as exc:  # rocksdb errors have no common base class
+            raise BookieIOError(f"location index read failed: {exc}") from exc
+        if loc is None:
+            return []
+        try:
+            return d.entry_logger.read_run(loc, ledger_id, entry_id, max_entries, max_bytes)
+        except BookieIOError:
+            # Compaction may have moved the entry and deleted the old log since the lookup.
+            moved = d.locations.get(ledger_id, entry_id)
+            if moved is None or moved == loc:
+                raise
+            return d.entry_logger.read_run(moved, ledger_id, entry_id, max_entries, max_bytes)
+
     def _read_from_disk(self, d: DirStorage, ledger_id: int, entry_id: int) -> tuple[bytes, list] | None:
         try:
             loc = d.locations.get(ledger_id, entry_id)

@@ -60,7 +60,9 @@ class ReplySink(Protocol):
 
     # Optional: ``send_many(buffers, count)`` queues ``count`` replies given as consecutive
     # buffers with one wake-up; sinks without it get one ``send`` per reply. An in-process
-    # sink may offer ``adds_done(request_ids, status)``: add replies without a frame.
+    # sink may offer ``adds_done(request_ids, status)``: add replies without a frame, and
+    # ``range_read_done(request_id, ledger_id, first_entry_id, entries)``: a RANGE_READ's
+    # successful reply without a frame.
 
 
 def reply_frame(
@@ -156,7 +158,13 @@ class RequestProcessor:
             if op == Op.READ:
                 frame = await self._read(req)
             elif op == Op.RANGE_READ:
-                frame = await self._range_read(req)
+                entries = await self._range_entries(req)
+                done = getattr(conn, "range_read_done", None)
+                if done is not None:  # in-process: the entries as they are, no frame
+                    done(req.request_id, req.ledger_id, req.entry_id, entries)
+                    return
+                frame = reply_frame(Op.RANGE_READ, req.request_id, 0, req.ledger_id, req.entry_id, entries=entries,
+                                    last_entry_id=req.entry_id + len(entries) - 1)
             elif op == Op.READ_LAC:
                 frame = await self._read_lac(req)
             elif op == Op.WRITE_LAC:
@@ -475,30 +483,16 @@ class RequestProcessor:
         self._count("read", 0)
         return reply_frame(Op.READ, req.request_id, 0, lid, eid, body, lac=lac)
 
-    async def _range_read(self, req: Request) -> bytes:
+    async def _range_entries(self, req: Request) -> list[bytes]:
         lid, first = req.ledger_id, req.entry_id
         if first < 0:
             raise BadRequestError(f"range read from entry {first}")
         last = req.last_entry_id if req.last_entry_id >= first else first
         max_entries = min(req.max_entries or _RANGE_MAX_ENTRIES, _RANGE_MAX_ENTRIES)
         max_bytes = min(req.max_bytes or _RANGE_MAX_BYTES, _RANGE_MAX_BYTES)
-        entries: list[bytes] = []
-        size = 0
-        eid = first
-        while eid <= last and len(entries) < max_entries:
-            try:
-                data = await self.storage.read_entry(lid, eid)
-            except NoEntryError:
-                if not entries:
-                    raise
-                break
-            if entries and size + len(data) > max_bytes:
-                break
-            entries.append(data)
-            size += len(data)
-            eid += 1
+        entries = await self.storage.read_range(lid, first, last, max_entries, max_bytes)
         self._count("read", 0, len(entries))
-        return reply_frame(Op.RANGE_READ, req.request_id, 0, lid, first, entries=entries, last_entry_id=first + len(entries) - 1)
+        return entries
 
     async def _read_lac(self, req: Request) -> bytes:
         lid = req.ledger_id

@@ -35,6 +35,7 @@ import trio
 from broker.authorization import COMMAND_ACCESS, Access, command_scope
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
+from broker.message_frame import message_frames
 from broker.names import NamespaceName, TopicName
 from broker.producer import Producer, check_message
 from broker.receipt_frame import send_receipt_frame
@@ -354,14 +355,8 @@ class ServerConnection:
 
     async def send_messages(self, consumer_id: int, partition: int, deliveries: list[Delivery],
                             consumer_epoch: int | None = None) -> None:
-        out = []
-        nbytes = 0
-        for d in deliveries:
-            cmd = C.message(consumer_id, d.position.ledger_id, d.position.entry_id, partition=partition,
-                            redelivery_count=d.redelivery_count, ack_set=d.ack_set, consumer_epoch=consumer_epoch)
-            frame = frames.message_frame(cmd, d.data)
-            out.append(frame)
-            nbytes += len(frame)
+        out, nbytes = message_frames(consumer_id, partition, consumer_epoch,
+                                     [(d.position[0], d.position[1], d.redelivery_count, d.ack_set, d.data) for d in deliveries])
         if not self.closed:
             self.outbox.put_many(out, nbytes)
         self.service.metrics.dispatched(len(deliveries), sum(d.num_messages for d in deliveries), nbytes)

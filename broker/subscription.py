@@ -22,7 +22,7 @@ from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.router_key_shared import KeySharedRouter, sticky_hash
 from broker.router_shared import SharedRouter
 from broker.router_single_active import FAILOVER, SingleActiveRouter
-from broker.entry_meta import entry_info
+from broker.entry_meta import dispatch_info, metadata_key
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
 from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 EXCLUSIVE, SHARED, KEY_SHARED = 0, 1, 3
 REPLAY_LIMIT = 10_000  # held-back Key_Shared entries before reading new ones pauses
+READ_AHEAD_READS = 4  # a catching-up cursor reads this many dispatcher reads ahead at once
 
 AckCallback = Callable[[BaseException | None], None]
 
@@ -267,6 +268,10 @@ class Subscription:
             return progressed
         if self._rewind:
             return True  # the active consumer changed during the read: re-read from the rewind
+        # A reader far behind: the next ranges come from the bookies while this one is sent
+        # (several reads' worth at once, within the read size limit).
+        self.cursor.read_ahead(min(READ_AHEAD_READS * max_read,
+                                   max(n, int(self.config.dispatcher_max_read_size_bytes / max(1.0, self.avg_entry_bytes)))))
         out: list[Delivery] = []
         for e in entries:
             d = self._delivery(e.position, e.data, replayed=False)
@@ -279,22 +284,21 @@ class Subscription:
 
     def _delivery(self, pos: Position, data: bytes, replayed: bool) -> Delivery | None:
         try:
-            info = entry_info(data)
+            md, n = dispatch_info(data)
         except ProtocolError as exc:
             self._skip_undecodable(pos, exc)
             return None
-        n = info.num_messages
         if not replayed:
             self.avg_messages_per_entry = 0.9 * self.avg_messages_per_entry + 0.1 * n
             self.avg_entry_bytes = 0.9 * self.avg_entry_bytes + 0.1 * len(data)
-        h = sticky_hash(info.key) if self.sub_type == KEY_SHARED else -1
+        h = sticky_hash(metadata_key(md)) if self.sub_type == KEY_SHARED else -1
         if (
             not replayed
-            and info.deliver_at_time
             and self.sub_type in (SHARED, KEY_SHARED)
+            and md.deliver_at_time
             and self.config.delayed_delivery_enabled
-            and info.deliver_at_time > time.time() * 1000
-            and self.delayed.add(pos, info.deliver_at_time, h)
+            and md.deliver_at_time > time.time() * 1000
+            and self.delayed.add(pos, md.deliver_at_time, h)
         ):
             return None
         ack_set = self.batch_ack_sets.get(pos)

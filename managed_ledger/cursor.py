@@ -29,6 +29,7 @@ from managed_ledger.errors import (
 from managed_ledger.formats import PositionInfo
 from managed_ledger.position import Entry, Position
 from managed_ledger.range_set import RangeSet
+from managed_ledger.read_ahead import ReadAhead
 from quire import invariants
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class ManagedCursor:
         self.properties: dict[str, int] = {}
         self.closed = False
         self._read_epoch = 0
+        self._ahead = ReadAhead(ml)  # the next range, read while the last one is dispatched
         # persistence: a generation per state change, the last one persisted
         self._state_gen = 0
         self._persisted_gen = 0
@@ -162,6 +164,7 @@ class ManagedCursor:
                 await self._persist_on_close()
         finally:
             self.closed = True
+            self._ahead.cancel()
             self.ml.forget_non_durable(self)
             await self.store.close_ledger()
 
@@ -211,7 +214,7 @@ class ManagedCursor:
                 end = min(end, nxt[1] - 1)
             if end < pos.entry_id:
                 break
-            out.extend(await ml.read_range(pos.ledger_id, pos.entry_id, end))
+            out.extend(await self._read_range(pos.ledger_id, pos.entry_id, end))
             pos = Position(pos.ledger_id, end + 1)
         if self._read_epoch == epoch and pos > self.read_position:
             self.read_position = pos
@@ -220,6 +223,47 @@ class ManagedCursor:
         if out:
             ml.invalidate_cache()
         return out
+
+    async def _read_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
+        """``ml.read_range``, taking what was read ahead first."""
+        got: list[Entry] = []
+        while first + len(got) <= last:
+            more = await self._ahead.take(ledger_id, first + len(got), last)
+            if more is None:
+                got += await self.ml.read_range(ledger_id, first + len(got), last)
+                break
+            got += more
+        return got
+
+    def read_ahead(self, max_entries: int) -> None:
+        """Keep up to ``max_entries`` entries from the read position on being read in the
+        background for the next ``read_entries`` calls (managed_ledger.read_ahead): a new
+        read ahead starts once less than half of that is ahead; only while the cursor reads
+        from the bookies (the next entry is not in the entry cache), within one ledger."""
+        if self.closed:
+            return
+        ml = self.ml
+        pos = ml.normalize(self.read_position)
+        if pos <= self.mark_delete_position:
+            pos = ml.next_valid_position(self.mark_delete_position)
+        ahead = self._ahead
+        start = ahead.next_start(pos.ledger_id, pos.entry_id)
+        if start is None:
+            ahead.cancel()
+            start = pos.entry_id
+        if start - pos.entry_id >= max(max_entries // 2, 1):
+            return  # enough is being read ahead
+        if pos > ml.last_confirmed_entry or self._deleted.range_containing(pos.as_tuple()) is not None:
+            return
+        info = ml.ledger_info(pos.ledger_id)
+        if info is None or ml.cache.contains(pos.ledger_id, start):
+            return
+        end = min(info.entries - 1, pos.entry_id + max_entries - 1)
+        nxt = self._deleted.first_start_after(pos.as_tuple())
+        if nxt is not None and nxt[0] == pos.ledger_id:
+            end = min(end, nxt[1] - 1)
+        if end >= start:
+            ahead.start(pos.ledger_id, start, end)
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         """Like read_entries, but waits (no polling) until at least one entry is there."""

@@ -117,6 +117,10 @@ class EntryCache:
         self._removed(freed)
         return dropped
 
+    def contains(self, ledger_id: int, entry_id: int) -> bool:
+        entries = self._ledgers.get(ledger_id)
+        return entries is not None and entry_id in entries
+
     def get_range(self, ledger_id: int, first: int, last: int) -> list[Entry]:
         """The cached entries first, first+1, ... up to last, stopping at the first miss."""
         entries = self._ledgers.get(ledger_id)

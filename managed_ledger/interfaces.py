@@ -43,6 +43,10 @@ class ManagedCursorView(Protocol):
     async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` from the read position (may be empty)."""
 
+    def read_ahead(self, max_entries: int) -> None:
+        """Start reading the next ``max_entries`` in the background for the next read
+        (only while they come from the bookies)."""
+
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         """Like ``read_entries`` but waits until at least one entry exists."""
 

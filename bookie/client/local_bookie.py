@@ -23,7 +23,7 @@ import trio
 
 from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
-from bookie.protocol import Op, Request, Response, decode_response
+from bookie.protocol import Op, Request, Response, Status, decode_response
 
 __all__ = ["LocalBookieConnection", "RequestHandler"]
 
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 Callback = Callable[[int, "Response | None"], None]
 _now = time.monotonic
 _OP_ADD = Op.ADD
+_OP_RANGE_READ = Op.RANGE_READ
+_OK = Status.OK
 
 
 class ReplySink(Protocol):
@@ -62,6 +64,11 @@ class _Replies:
         decoded (the processor's fast path for in-process sinks)."""
         self._conn._adds_done(request_ids, status)
 
+    def range_read_done(self, request_id: int, ledger_id: int, first: int, entries: list[bytes]) -> None:
+        """A RANGE_READ answered: the entries are handed over as they are (no frame)."""
+        self._conn._respond(Response(_OP_RANGE_READ, request_id, _OK, ledger_id, first, b"", entries,
+                                     last_entry_id=first + len(entries) - 1))
+
 
 class LocalBookieConnection:
     """Same interface as ``BookieConnection`` (``send``, ``send_add``, ``close``,
@@ -86,6 +93,7 @@ class LocalBookieConnection:
         self._backlog: collections.deque[Request] = collections.deque()
         self._deferred: list[bytes] = []
         self._deferred_adds: list[tuple[list[int], int]] = []
+        self._deferred_responses: list[Response] = []
         self._submitting = False
         self._busy = False  # the worker is handling backlog requests (later ones queue)
         self._wake = trio.Event()
@@ -121,6 +129,7 @@ class LocalBookieConnection:
         self._backlog.clear()
         self._deferred.clear()
         self._deferred_adds.clear()
+        self._deferred_responses.clear()
         pending, self._pending = self._pending, {}
         for callback, _deadline in pending.values():
             self._complete(callback, CLIENT_CONNECTION_LOST, None)
@@ -166,12 +175,24 @@ class LocalBookieConnection:
             if p is not None:  # else: it already timed out
                 self._complete(p[0], status, None)
 
+    def _respond(self, resp: Response) -> None:
+        if self._closed:
+            return
+        if self._submitting:  # never from a request task; kept for safety
+            self._deferred_responses.append(resp)
+            self._wake.set()
+            return
+        self._deliver_response(resp)
+
     def _deliver(self, frame: bytes) -> None:
         try:
             resp = decode_response(memoryview(frame)[4:])  # a reply frame starts with its u32 length
         except Exception:
             log.exception("undecodable reply from the local bookie %s", self.bookie_id)
             return
+        self._deliver_response(resp)
+
+    def _deliver_response(self, resp: Response) -> None:
         p = self._pending.pop(resp.request_id, None)
         if p is not None:  # else: it already timed out
             self._complete(p[0], int(resp.status), resp)
@@ -221,6 +242,10 @@ class LocalBookieConnection:
             deferred, self._deferred = self._deferred, []
             for frame in deferred:
                 self._deliver(frame)
+        if self._deferred_responses:
+            responses, self._deferred_responses = self._deferred_responses, []
+            for resp in responses:
+                self._deliver_response(resp)
         if self._deferred_adds:
             adds, self._deferred_adds = self._deferred_adds, []
             for rids, status in adds:

@@ -208,8 +208,9 @@ async def _range_read(client: "ClientContext", ledger_id: int, md: LedgerMetadat
     if not reply:
         return []
     out: list[bytes] = []
+    is_entry = entry_format.is_entry
     for eid, data in enumerate(reply[0].entries, first):
-        if eid > last or verified_entry(data, ledger_id, eid) is None:
+        if eid > last or not is_entry(data, ledger_id, eid):
             break
         out.append(data)
     return out

@@ -179,6 +179,51 @@ async def test_checkpoint_moves_mark_and_reads_hit_disk(tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_range_read_from_entry_logs_reads_runs_not_entries(tmp_path: Path) -> None:
+    """A RANGE_READ of checkpointed entries: every entry, in order, within the byte budget,
+    one worker-thread hop per run of the ledger in its entry log (not one per entry), and
+    nothing copied into the read-ahead cache; a range reaching into the write cache ends
+    there seamlessly."""
+    cfg = make_config(tmp_path)
+    async with trio.open_nursery() as nursery:
+        r = await start(cfg, nursery)
+        c = r.client
+        sizes = [1 + (i * 37) % 300 for i in range(400)]
+        for i, n in enumerate(sizes):
+            # two ledgers interleaved: the checkpoint writes each one's entries as one run
+            assert (await c.add(21, i, bytes([i % 251]) * n)).status == Status.OK
+            assert (await c.add(22, i, b"other")).status == Status.OK
+        await r.bookie.sync_thread.checkpoint()
+        for i in range(400, 410):
+            assert (await c.add(21, i, b"tail-%d" % i)).status == Status.OK  # only in the write cache
+        storage = r.bookie.storage
+        storage.read_cache = type(storage.read_cache)(1 << 20)
+        hops = []
+        real = storage._read_run_from_disk
+
+        def counted(*args: object) -> list[bytes]:
+            hops.append(args[2])
+            return real(*args)  # type: ignore[arg-type]
+
+        storage._read_run_from_disk = counted  # type: ignore[method-assign, assignment]
+        rng = await c.call(Op.RANGE_READ, ledger_id=21, entry_id=0, last_entry_id=409, max_entries=1000)
+        assert rng.status == Status.OK and rng.last_entry_id == 409
+        got = [entry_format.verify(e).entry_id for e in rng.entries]
+        assert got == list(range(410))
+        assert [len(entry_format.payload(e)) for e in rng.entries[:400]] == sizes
+        assert hops == [0] and len(storage.read_cache) == 0
+        # the byte budget: whole entries only, never past it (the first one always)
+        budget = sum(len(e) for e in rng.entries[100:150])
+        part = await c.call(Op.RANGE_READ, ledger_id=21, entry_id=100, last_entry_id=409, max_bytes=budget + 1)
+        assert [entry_format.verify(e).entry_id for e in part.entries] == list(range(100, 150))
+        one = await c.call(Op.RANGE_READ, ledger_id=21, entry_id=7, last_entry_id=9, max_bytes=1)
+        assert [entry_format.verify(e).entry_id for e in one.entries] == [7]
+        other = await c.call(Op.RANGE_READ, ledger_id=22, entry_id=395, last_entry_id=500)
+        assert [entry_format.payload(e) for e in other.entries] == [b"other"] * 5
+        await r.stop()
+        nursery.cancel_scope.cancel()
+
+
 async def test_registration_deleted_ledger_and_read_only(tmp_path: Path, store: MetadataStore) -> None:
     cfg = make_config(tmp_path, metadata_service_uri="memory://test")
     await store.create(ledger_path(1), b"meta", make_parents=True)

@@ -79,3 +79,24 @@ def test_decoders_raise_only_format_errors(garbage: bytes) -> None:
             decode(garbage)
         except FormatError:
             pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(lid=st.integers(0, 2**63 - 1), eid=st.integers(0, 2**62), payload=st.binary(max_size=64),
+       flip=st.none() | st.integers(0, 99), ask=st.sampled_from(["same", "other-entry", "other-ledger", "cut"]))
+def test_is_entry_agrees_with_verify(lid: int, eid: int, payload: bytes, flip: int | None, ask: str) -> None:
+    """The range reader's lean check accepts exactly what verify accepts for that id."""
+    from bookie import entry_format
+
+    data = bytearray(entry_format.pack_entry(lid, eid, eid - 1, len(payload), payload))
+    if flip is not None:
+        data[flip % len(data)] ^= 0x40
+    if ask == "cut":
+        data = data[: len(data) // 3]
+    want_lid, want_eid = (lid, eid + 1) if ask == "other-entry" else (lid + 1, eid) if ask == "other-ledger" else (lid, eid)
+    try:
+        hdr = entry_format.verify(bytes(data))
+        expected = (hdr.ledger_id, hdr.entry_id) == (want_lid, want_eid)
+    except FormatError:
+        expected = False
+    assert entry_format.is_entry(bytes(data), want_lid, want_eid) is expected

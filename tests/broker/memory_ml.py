@@ -28,6 +28,7 @@ class MemoryCursor:
         self.batch: dict[Position, list[int]] = {}
         self.properties: dict[str, int] = {}
         self.closed = False
+        self.read_aheads: list[tuple[int, int]] = []  # (read position, max entries) per read_ahead call
 
     @property
     def mark_delete_position(self) -> Position:
@@ -58,6 +59,9 @@ class MemoryCursor:
                 out.append(Entry(Position(LEDGER, self._read), self.ml.entries[self._read]))
             self._read += 1
         return out
+
+    def read_ahead(self, max_entries: int) -> None:
+        self.read_aheads.append((self._read, max_entries))  # entries are in memory: nothing to do
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         while True:

@@ -84,3 +84,33 @@ async def test_recovery_fences_the_writer_through_the_local_channel(local_bookie
         assert [e.data for e in await rh.read(0, 19)] == [b"e%d" % i for i in range(20)]
         with pytest.raises(BKLedgerFencedError):
             await lh.add_entry(b"late")
+
+
+async def test_range_reads_come_back_without_a_frame(local_bookie, monkeypatch) -> None:
+    """A range read through the local channel: the processor hands the entries over as they
+    are (no reply frame encoded and decoded), from the write cache and, after a checkpoint,
+    from the entry logs; the socket path still gets its frame."""
+    bookie, store = local_bookie
+    from bookie import protocol
+
+    decoded: list[int] = []
+    real_decode = protocol.decode_response
+
+    def decode(frame):
+        resp = real_decode(frame)
+        decoded.append(resp.op)
+        return resp
+
+    monkeypatch.setattr("bookie.client.local_bookie.decode_response", decode)
+    async with BookKeeper(store, fast_config(), local_bookies={bookie.bookie_id: bookie.processor}) as bk:
+        lh = await bk.create_ledger(1, 1, 1, password=b"pw")
+        data = [b"r%d-" % i * (1 + i % 7) for i in range(300)]
+        for d in data:
+            await lh.add_entry(d)
+        assert [e.data for e in await lh.read(0, 299)] == data
+        await bookie.sync_thread.checkpoint()
+        bookie.storage.read_cache = type(bookie.storage.read_cache)(1 << 20)
+        assert [e.data for e in await lh.read(0, 299)] == data
+        assert [e.data for e in await lh.read(123, 130)] == data[123:131]
+        assert protocol.Op.RANGE_READ not in decoded
+    assert bookie.processor.counts.get(("read", 0), 0) >= 600

@@ -1,0 +1,121 @@
+"""Read-ahead for a reader far behind: one range read in flight past what it has read.
+
+A cursor that catches up reads every entry from the bookies, and its dispatcher would wait
+for each read before it can send anything. After a read returns, the dispatcher asks the
+cursor to read ahead (``ManagedCursor.read_ahead``): a range several dispatcher reads long,
+in one ledger-client read, started while at least half of one is still ahead, so the bookie
+reads overlap the dispatch of what was read before (Pulsar's dispatcher reads the next batch
+while the previous one is written to the consumers) and cost one trip to the bookie's disk
+thread per several dispatcher reads. Entries are immutable at their positions, so a read
+ahead changes nothing about the cursor: the next read takes from it only if it starts
+exactly where the read ahead does (a seek, a rewind or skipped acked entries make it start
+elsewhere, and what was read ahead is dropped). Nothing is read ahead for entries still in
+the entry cache (a tailing reader gets them from there), and what is read ahead does not
+enter the entry cache: catch-up reads never evict the tail the caught-up readers need.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import TYPE_CHECKING
+
+import trio
+
+from managed_ledger.errors import ManagedLedgerError
+from managed_ledger.position import Entry
+
+if TYPE_CHECKING:
+    from managed_ledger.ledger_reads import LedgerReads
+
+
+class _Read:
+    __slots__ = ("ledger_id", "first", "last", "scope", "done", "entries")
+
+    def __init__(self, ledger_id: int, first: int, last: int) -> None:
+        self.ledger_id, self.first, self.last = ledger_id, first, last
+        self.scope = trio.CancelScope()
+        self.done = trio.Event()
+        self.entries: list[Entry] | None = None  # None: failed or cancelled
+
+
+class ReadAhead:
+    """Contiguous reads ahead of a reader (at most two: one being taken, one in flight),
+    run in the managed ledger's nursery."""
+
+    def __init__(self, ml: "LedgerReads") -> None:
+        self._ml = ml
+        self._reads: collections.deque[_Read] = collections.deque()
+        self.started = 0  # counters for stats and tests
+        self.used = 0
+
+    @property
+    def pending(self) -> tuple[int, int, int] | None:
+        """(ledger_id, first, last) of everything read ahead and not taken yet."""
+        if not self._reads:
+            return None
+        return self._reads[0].ledger_id, self._reads[0].first, self._reads[-1].last
+
+    def next_start(self, ledger_id: int, first: int) -> int | None:
+        """Where the next read ahead of a reader at ``ledger_id:first`` starts: ``first``
+        if nothing is read ahead, after the last read ahead if they start at ``first``,
+        None if they start elsewhere (the caller cancels them)."""
+        if not self._reads:
+            return first
+        head = self._reads[0]
+        if head.ledger_id != ledger_id or head.first != first:
+            return None
+        return self._reads[-1].last + 1
+
+    def start(self, ledger_id: int, first: int, last: int) -> bool:
+        """Read ``first..last`` ahead, after what is read ahead already (the caller makes
+        it contiguous); False if the managed ledger cannot run it (not running) or two
+        reads are out already."""
+        nursery = self._ml._nursery
+        if nursery is None or len(self._reads) >= 2:
+            return False
+        p = _Read(ledger_id, first, last)
+        self._reads.append(p)
+        self.started += 1
+        nursery.start_soon(self._run, p)
+        return True
+
+    async def _run(self, p: _Read) -> None:
+        try:
+            with p.scope:
+                # one ledger-client read for the whole range (it splits it by its own
+                # max_entries_per_read_batch): fewer round trips to the bookie's disk thread
+                p.entries = await self._ml.read_range(p.ledger_id, p.first, p.last, step=p.last - p.first + 1)
+        except ManagedLedgerError:
+            pass  # the reader's own read meets (and reports) the same problem
+        finally:
+            p.done.set()
+
+    def cancel(self) -> None:
+        reads, self._reads = self._reads, collections.deque()
+        for p in reads:
+            p.scope.cancel()
+
+    async def take(self, ledger_id: int, first: int, last: int) -> list[Entry] | None:
+        """The entries read ahead for a read of ``first..last`` (a prefix of them, possibly
+        fewer), or None if nothing read ahead starts there or the read failed."""
+        if not self._reads:
+            return None
+        p = self._reads[0]
+        if p.ledger_id != ledger_id or p.first != first:
+            self.cancel()
+            return None
+        await p.done.wait()
+        if p is not (self._reads[0] if self._reads else None):
+            return None  # cancelled meanwhile (a seek, a close)
+        if not p.entries:
+            self.cancel()
+            return None
+        want = last - first + 1
+        got = p.entries[:want]
+        if len(p.entries) > want:
+            p.entries = p.entries[want:]
+            p.first += want
+        else:
+            self._reads.popleft()
+        self.used += 1
+        return got
