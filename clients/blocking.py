@@ -625,31 +625,51 @@ class Producer:
 
 
 class _TakenReport:
-    """Messages ``receive`` took, reported to the loop (``dequeued(msg)``: permits, redelivery
-    tracking) as one deferred call per burst rather than one per message. The messages wait in
-    a deque; ``_posted`` is cleared before the loop drains it and checked after an append (as in
+    """Messages ``receive`` took, reported to the loop (``dequeued_many``: permits, redelivery
+    tracking) in bulk rather than one call per message. The messages wait in a deque;
+    ``_posted`` is cleared before the loop drains it and checked after an append (as in
     ``_LoopCalls``), and the report keeps its place in the call order, ahead of the acks of the
-    messages it covers."""
+    messages it covers. Every ``step`` messages the queued calls cross at once, so permits
+    return when the consumer took half its queue, not at the next crossing for other reasons."""
 
-    __slots__ = ("_calls", "_dequeued", "_msgs", "_posted")
+    __slots__ = ("_calls", "_dequeued_many", "_msgs", "_posted", "_step")
 
-    def __init__(self, calls: _DeferredCalls, dequeued: Callable[[Message], None]) -> None:
+    def __init__(self, calls: _DeferredCalls, dequeued_many: Callable[[list[Message]], None], step: int) -> None:
         self._calls = calls
-        self._dequeued = dequeued
+        self._dequeued_many = dequeued_many
         self._msgs: deque[Message] = deque()
         self._posted = False
+        self._step = max(1, step)
 
     def add(self, msg: Message) -> None:
-        self._msgs.append(msg)
+        msgs = self._msgs
+        msgs.append(msg)
         if not self._posted:
             self._posted = True
             self._calls.call_soon(self._report, None)
+        elif len(msgs) == self._step:
+            self._calls.sync()
 
     def _report(self, _: Any) -> None:
         self._posted = False
-        msgs, dequeued = self._msgs, self._dequeued
+        msgs = self._msgs
+        taken = []
         while msgs:  # only the loop thread pops
-            dequeued(msgs.popleft())
+            taken.append(msgs.popleft())
+        if taken:
+            self._dequeued_many(taken)
+
+
+class _AckGroup:
+    """Ids acknowledged one by one, handed to the loop as one call per burst (``_posted`` as in
+    ``_TakenReport``). A group only takes acks while it is the newest deferred call: any other
+    call (a nack, a cumulative ack) starts a new group, so acks never overtake it."""
+
+    __slots__ = ("ids", "posted")
+
+    def __init__(self) -> None:
+        self.ids: deque[MessageId] = deque()
+        self.posted = False
 
 
 def _consumer_calls(loop: _LoopThread, config: ConsumerConfig) -> _DeferredCalls:
@@ -722,12 +742,27 @@ class Consumer:
     def __init__(self, loop: _LoopThread, inner: Any, listener: Callable[..., None] | None = None) -> None:
         self._loop = loop
         self._c = inner
-        self._calls = _consumer_calls(loop, inner._config)
-        self._taken = _TakenReport(self._calls, inner._dequeued)
+        config = inner._config
+        self._calls = _consumer_calls(loop, config)
+        self._taken = _TakenReport(self._calls, inner._dequeued_many, config.receiver_queue_size // 8)
+        self._acks = _AckGroup()
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
+
+    def _defer(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """A deferred call other than a grouped ack: later acks go to a new group after it."""
+        self._acks = _AckGroup()
+        self._calls.call_soon(fn, arg)
+
+    def _flush_acks(self, group: _AckGroup) -> None:
+        group.posted = False
+        try:
+            self._c._ack_many(group.ids)
+        except errors.PulsarException:  # closed meanwhile: its acks do not matter any more
+            group.ids.clear()
 
     def _run(self, afn: Callable[..., Any], *args: Any) -> Any:
         """A call on the loop thread after the deferred ones (acks, dequeue reports) before it."""
+        self._acks = _AckGroup()
         self._calls.sync()
         return self._loop.run(afn, *args)
 
@@ -745,7 +780,8 @@ class Consumer:
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         c = self._c
-        c._check_open()
+        if c._closed or c._fatal is not None:
+            c._check_open()
         msg = c._queue.get_nowait()
         if msg is None:
             self._calls.sync()  # returned permits (and acks) leave before we wait
@@ -759,7 +795,7 @@ class Consumer:
         c = self._c
         c._check_open()
         out = _take_many(c._queue, max_messages, timeout_millis, self._calls.sync)
-        self._calls.call_soon(c._dequeued_many, out)
+        self._calls.call_soon(c._dequeued_many, out)  # a dequeue report: acks may pass it
         return out
 
     def batch_receive(self) -> list[Message]:
@@ -771,18 +807,28 @@ class Consumer:
         return self._c._owner_of(message), mid
 
     def acknowledge(self, message: Message | MessageId) -> None:
+        c = self._c
+        if type(message) is Message and message._consumer is c:  # the per-message path
+            if c._closed or c._fatal is not None:
+                c._check_open()
+            group = self._acks
+            group.ids.append(message._id)
+            if not group.posted:
+                group.posted = True
+                self._calls.call_soon(self._flush_acks, group)
+            return
         owner, mid = self._owner_and_id(message)
-        self._calls.call_soon(owner._ack, mid)
+        self._defer(owner._ack, mid)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._c._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise errors.CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared subscription")
         owner, mid = self._owner_and_id(message)
-        self._calls.call_soon(owner._ack_cumulative, mid)
+        self._defer(owner._ack_cumulative, mid)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         owner, mid = self._owner_and_id(message)
-        self._calls.call_soon(owner._nack, mid)
+        self._defer(owner._nack, mid)
 
     def redeliver_unacknowledged_messages(self) -> None:
         self._run(self._c.redeliver_unacknowledged_messages)

@@ -97,8 +97,32 @@ def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
         meta_end = pos + meta_size
         if meta_end > end_all:
             raise BatchFormatError(f"message {i}: metadata size {meta_size} runs past the batch")
-        if meta_size == 4 and buf[pos] == 0x18 and buf[pos + 2] == 0x40 and buf[pos + 1] < 0x80 and buf[pos + 3] < 0x80:
-            meta, size, seq = None, buf[pos + 1], buf[pos + 3]  # both fields fit in one byte
+        # Inline decoding of the plain layout 0x18 <size: 1-2 byte varint> 0x40 <seq: 1-3 bytes>
+        # (payloads below 16 KiB, sequence ids below 2**21); anything else takes the general path.
+        size = seq = -1
+        if meta_size >= 4 and buf[pos] == 0x18:
+            b = buf[pos + 1]
+            if b < 0x80:
+                p = pos + 2
+                size = b
+            elif buf[pos + 2] < 0x80:
+                p = pos + 3
+                size = (b & 0x7F) | (buf[pos + 2] << 7)
+            else:
+                p = meta_end
+            if p + 1 < meta_end and buf[p] == 0x40:
+                n = meta_end - p
+                b = buf[p + 1]
+                if n == 2:
+                    if b < 0x80:
+                        seq = b
+                elif n == 3:
+                    if b >= 0x80 and buf[p + 2] < 0x80:
+                        seq = (b & 0x7F) | (buf[p + 2] << 7)
+                elif n == 4 and b >= 0x80 and buf[p + 2] >= 0x80 and buf[p + 3] < 0x80:
+                    seq = (b & 0x7F) | ((buf[p + 2] & 0x7F) << 7) | (buf[p + 3] << 14)
+        if seq >= 0:
+            meta = None
         else:
             plain = _plain_fields(buf, pos, meta_end)
             if plain is not None:
