@@ -424,8 +424,15 @@ class Producer:
         max_size = self._max_message_size()
         comp = self._compression or None
         if len(payload) <= max_size:
-            meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
-            frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
+            if comp is None and seq >= 0 and msg.deliver_at is None and msg.is_plain():  # no protobuf objects
+                frame = frames.encode_payload_command(
+                    cmds.send_bytes(self._producer_id, seq),
+                    cmds.plain_message_metadata((self._name or "").encode(), seq, int(time.time() * 1000)),
+                    payload,
+                )
+            else:
+                meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
+                frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
             self._enqueue(_OpSend(seq, seq, 1, frame, [fut], self._now()))
             return
         if not self._config.chunking_enabled:

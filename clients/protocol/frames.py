@@ -65,7 +65,7 @@ def encode_entry(metadata: MessageMetadata | bytes, payload: Buffer, *, checksum
 
 
 def encode_payload_command(
-    command: BaseCommand,
+    command: BaseCommand | bytes,
     metadata: MessageMetadata | bytes,
     payload: Buffer,
     *,
@@ -75,9 +75,10 @@ def encode_payload_command(
     return frame_with_entry(command, encode_entry(metadata, payload, checksum=checksum))
 
 
-def frame_with_entry(command: BaseCommand, entry: Buffer) -> bytes:
-    """``[total][cmdSize][command]`` followed by already-encoded entry bytes, untouched."""
-    body = command.SerializeToString()
+def frame_with_entry(command: BaseCommand | bytes, entry: Buffer) -> bytes:
+    """``[total][cmdSize][command]`` followed by already-encoded entry bytes, untouched (a
+    command given as ``bytes`` is already serialized)."""
+    body = command if isinstance(command, bytes) else command.SerializeToString()
     return b"".join((_TWO_U32.pack(4 + len(body) + len(entry), len(body)), body, entry))
 
 
