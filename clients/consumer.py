@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (ledger, entry)
+# Batched payloads from this size on stay views into their batch until read (smaller ones are
+# cheaper to copy than a memoryview object is to create and hold).
+VIEWS_FROM = 512
 
 
 @dataclass
@@ -561,7 +564,7 @@ class Consumer(ConsumerBase):
                 )
         else:
             try:
-                items = batch_codec.split_batch(data, n)
+                items = batch_codec.split_batch(data, n, VIEWS_FROM)
             except ProtocolError:
                 self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, n)
                 return
@@ -601,7 +604,7 @@ class Consumer(ConsumerBase):
         if out:
             self._queue.put_many(out)
 
-    def _batched(self, smm: Any, body: bytes, mid: MessageId, info: EntryInfo, default_seq: int) -> Message:
+    def _batched(self, smm: Any, body: bytes | memoryview, mid: MessageId, info: EntryInfo, default_seq: int) -> Message:
         """A batched message with its own metadata (properties, keys, event time)."""
         props = {kv.key: kv.value for kv in smm.properties} if smm.properties else None
         return Message(

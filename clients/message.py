@@ -4,7 +4,8 @@ A consumer builds one ``Message`` per received message, on its hottest path, so 
 stores what differs from its siblings: payload, id, sequence id and the consumer to ack it by.
 What all messages of an entry share (topic, publish time, producer, redelivery count, schema)
 sits in one ``EntryInfo``; properties, keys, event time and the null flag, absent from most
-messages, sit in an optional ``extra`` tuple.
+messages, sit in an optional ``extra`` tuple. A large payload stays a view into its batch until
+``data()`` is called.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Message:
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         message_id: MessageId,
         entry: EntryInfo,
         sequence_id: int = -1,
@@ -71,12 +72,15 @@ class Message:
         self._extra = extra
 
     def data(self) -> bytes:
-        return self._data
+        data = self._data
+        if type(data) is not bytes:  # a view into its batch: copied once someone reads it
+            data = self._data = bytes(data)
+        return data
 
     def value(self) -> Any:
         """The payload decoded by the consumer's schema (bytes when none)."""
         schema = self._entry.schema
-        return schema.decode(self._data) if schema is not None else self._data
+        return schema.decode(self.data()) if schema is not None else self.data()
 
     def properties(self) -> dict[str, str]:
         extra = self._extra

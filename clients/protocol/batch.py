@@ -70,24 +70,29 @@ def parse_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
             meta = SingleMessageMetadata(payload_size=len(body))
             if seq >= 0:
                 meta.sequence_id = seq
-        out.append((meta, body))
+        out.append((meta, bytes(body)))  # copies already: bytes() returns them as they are
     return out
 
 
-def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata | None, int, bytes]]:
+def split_batch(
+    payload: Buffer, count: int, views_from: int = 1 << 62
+) -> list[tuple[SingleMessageMetadata | None, int, bytes | memoryview]]:
     """Split a batch payload into ``count`` (metadata, sequence id, payload) triples.
 
     Records whose metadata holds nothing but ``payload_size`` and ``sequence_id`` (what
     producers write for messages without properties, keys or event time) are read without a
     protobuf object: ``(None, sequence_id or -1, payload)``. Others come back as
     ``(SingleMessageMetadata, -1, payload)``. This is the consumer's per-message hot path, so
-    it works on ``bytes`` (indexing is cheaper than on a memoryview) and slices payloads out."""
+    it works on ``bytes`` (indexing is cheaper than on a memoryview) and slices payloads out:
+    copies, except payloads of at least ``views_from`` bytes, which come back as views of the
+    batch (no copy of large payloads nobody may read)."""
     if count < 0:
         raise BatchFormatError(f"negative batch size {count}")
     buf = payload if type(payload) is bytes else bytes(payload)
     end_all = len(buf)
-    out: list[tuple[SingleMessageMetadata | None, int, bytes]] = []
+    out: list[tuple[SingleMessageMetadata | None, int, bytes | memoryview]] = []
     append, unpack = out.append, _U32.unpack_from
+    view = memoryview(buf)
     pos = 0
     for i in range(count):
         if end_all - pos < 4:
@@ -133,7 +138,7 @@ def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
         pos = meta_end
         if size < 0 or size > end_all - pos:
             raise BatchFormatError(f"message {i}: payload size {size} runs past the batch")
-        append((meta, seq, buf[pos : pos + size]))
+        append((meta, seq, buf[pos : pos + size] if size < views_from else view[pos : pos + size]))
         pos += size
     return out
 
