@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from google.protobuf.message import DecodeError
 
+from .commands import varint
 from .errors import BatchFormatError
 from .pulsar_api_pb2 import SingleMessageMetadata
 
@@ -39,22 +40,11 @@ def serialize_batch(messages: Iterable[tuple[SingleMessageMetadata | bytes, Buff
     return b"".join(parts)
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x4000:  # sequence ids and payload sizes mostly fit in two bytes: no loop
-        return bytes((value,)) if value < 0x80 else bytes(((value & 0x7F) | 0x80, value >> 7))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def plain_message_metadata(payload_size: int, sequence_id: int) -> bytes:
     """The serialized SingleMessageMetadata of a message with no properties, keys or event
     time: ``payload_size`` (field 3) and ``sequence_id`` (field 8), byte for byte what protobuf
     writes, without building a message object (the producer's per-message hot path)."""
-    return b"\x18" + _varint(payload_size) + b"\x40" + _varint(sequence_id)
+    return b"\x18" + varint(payload_size) + b"\x40" + varint(sequence_id)
 
 
 def batch_entry_size(meta: SingleMessageMetadata, payload_len: int) -> int:
