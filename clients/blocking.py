@@ -393,7 +393,7 @@ class _Room:
     acquires). Only a caller that finds no room waits on the condition, in bounded waits, and
     re-checks after registering, so a release between its check and its wait is never lost."""
 
-    __slots__ = ("_tokens", "_cv", "_waiters", "_wake_at", "_size")
+    __slots__ = ("_tokens", "_cv", "_waiters", "_wake_at", "_size", "_signalled")
 
     def __init__(self, n: int) -> None:
         self._size = n
@@ -404,6 +404,7 @@ class _Room:
         # then hands over a burst (receipts come back a batch at a time; whoever waits has a
         # full window in flight, so that much room always comes back).
         self._wake_at = max(1, n // 8)
+        self._signalled = False  # a notify is on its way: no other until a waiter woke
 
     def acquire(self, blocking: bool = True) -> bool:
         try:
@@ -421,6 +422,7 @@ class _Room:
                         return True
                     except IndexError:
                         self._cv.wait(0.05)
+                        self._signalled = False
             finally:
                 self._waiters -= 1
 
@@ -431,7 +433,8 @@ class _Room:
     def release(self) -> None:
         tokens = self._tokens
         tokens.append(None)
-        if self._waiters and len(tokens) >= self._wake_at:
+        if self._waiters and not self._signalled and len(tokens) >= self._wake_at:
+            self._signalled = True  # one notify per wakeup, not one per receipt until it runs
             with self._cv:
                 self._cv.notify()
 
