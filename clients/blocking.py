@@ -439,6 +439,17 @@ class _Room:
                 self._cv.notify()
 
 
+class _SendGroup:
+    """Messages of ``send_async`` calls, handed to the loop as one call per burst (``posted``
+    as in ``_TakenReport``); any other hand-over starts a new group, so none overtakes it."""
+
+    __slots__ = ("items", "posted")
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[Any, _SendDone]] = deque()
+        self.posted = False
+
+
 class _SendDone:
     """Completion of one blocking ``send_async``: frees its pending slot, then runs the user's
     official-style ``callback(result, message_id)`` (one small object instead of closures)."""
@@ -500,6 +511,7 @@ class Producer:
         self._room = _Room(max(1, max_pending))
         self._block = block_if_queue_full
         self._calls = _LoopCalls(loop)
+        self._group = _SendGroup()
         self._closed = False
         # A single-topic producer can send from the caller's thread (a partitioned one cannot).
         self._direct: Callable[[Any, Callable[..., None]], bool] | None = getattr(inner, "send_direct", None)
@@ -573,6 +585,7 @@ class Producer:
             for i, msg in enumerate(msgs):
                 if not room.acquire(blocking=False):
                     if chunk:  # hand over what we have before waiting for room
+                        self._group = _SendGroup()  # later send_async calls queue after it
                         self._calls.call_soon(self._submit_now, chunk)
                         chunk = []
                     if not block:
@@ -580,6 +593,7 @@ class Producer:
                     room.acquire()
                 chunk.append((msg, waiter, i))
             if chunk:
+                self._group = _SendGroup()
                 self._calls.call_soon(self._submit_now, chunk)
         except BaseException:
             for _ in chunk:
@@ -620,21 +634,35 @@ class Producer:
             sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
             deliver_after=deliver_after,
         )
-        if not self._room.acquire(blocking=self._block):
+        room = self._room
+        if not room.acquire(blocking=self._block):
             raise errors.ProducerQueueIsFull("max_pending_messages reached")
-        try:
-            self._calls.call_soon(self._submit, (msg, _SendDone(self._room, callback)))
-        except errors.AlreadyClosed:
-            self._room.release()
-            raise
+        group = self._group
+        group.items.append((msg, _SendDone(room, callback)))
+        if not group.posted:
+            group.posted = True
+            try:
+                self._calls.call_soon(self._submit_group, group)
+            except errors.AlreadyClosed:
+                group.items.clear()
+                room.release()
+                raise
 
-    def _submit(self, item: tuple[Any, "_SendDone"]) -> None:
-        """On the loop thread: queue one message handed over by ``send_async``."""
-        msg, done = item
-        try:
-            self._p.send_nowait(msg, done)
-        except errors.PulsarException as exc:
-            done(exc, None)
+    def _submit_group(self, group: "_SendGroup") -> None:
+        """On the loop thread: queue the messages ``send_async`` handed over (in one go when the
+        producer has a bulk path; a failure settles that message's callback)."""
+        group.posted = False
+        items = group.items
+        bulk = getattr(self._p, "send_nowait_many", None)
+        if bulk is not None:
+            bulk(items)
+            return
+        while items:
+            msg, done = items.popleft()
+            try:
+                self._p.send_nowait(msg, done)
+            except errors.PulsarException as exc:
+                done(exc, None)
 
     def flush(self) -> None:
         self._loop.run(self._p.flush)

@@ -293,6 +293,30 @@ class Producer:
             raise errors.ProducerQueueIsFull(f"{self._config.max_pending_messages} messages pending") from None
         return self._submit(msg, callback)
 
+    def send_nowait_many(
+        self, items: "deque[tuple[OutgoingMessage, Callable[[BaseException | None, MessageId | None], None]]]"
+    ) -> None:
+        """``send_nowait`` of each ``(message, callback)`` popped from ``items`` (the blocking
+        API's ``send_async`` bursts), under one lock; a message that cannot be queued settles its
+        callback with the error instead of raising."""
+        pop = items.popleft
+        with self._lock:
+            while items:
+                msg, callback = pop()
+                try:
+                    self._check_usable()
+                    try:
+                        self._slots.acquire_nowait()
+                    except trio.WouldBlock:
+                        raise errors.ProducerQueueIsFull(
+                            f"{self._config.max_pending_messages} messages pending") from None
+                    self._submit_locked(msg, callback)
+                except errors.PulsarException as exc:
+                    try:
+                        callback(exc, None)
+                    except Exception:  # a user callback must not stop the others
+                        log.exception("send callback failed")
+
     def _submit(
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None
     ) -> SendFuture:
