@@ -393,9 +393,10 @@ class _Room:
     acquires). Only a caller that finds no room waits on the condition, in bounded waits, and
     re-checks after registering, so a release between its check and its wait is never lost."""
 
-    __slots__ = ("_tokens", "_cv", "_waiters", "_wake_at")
+    __slots__ = ("_tokens", "_cv", "_waiters", "_wake_at", "_size", "_signalled")
 
     def __init__(self, n: int) -> None:
+        self._size = n
         self._tokens: deque[None] = deque([None] * n)
         self._cv = threading.Condition(threading.Lock())
         self._waiters = 0
@@ -403,6 +404,7 @@ class _Room:
         # then hands over a burst (receipts come back a batch at a time; whoever waits has a
         # full window in flight, so that much room always comes back).
         self._wake_at = max(1, n // 8)
+        self._signalled = False  # a notify is on its way: no other until a waiter woke
 
     def acquire(self, blocking: bool = True) -> bool:
         try:
@@ -420,15 +422,32 @@ class _Room:
                         return True
                     except IndexError:
                         self._cv.wait(0.05)
+                        self._signalled = False
             finally:
                 self._waiters -= 1
+
+    def idle(self) -> bool:
+        """Nothing of this window is taken: no message queued or in flight."""
+        return len(self._tokens) == self._size
 
     def release(self) -> None:
         tokens = self._tokens
         tokens.append(None)
-        if self._waiters and len(tokens) >= self._wake_at:
+        if self._waiters and not self._signalled and len(tokens) >= self._wake_at:
+            self._signalled = True  # one notify per wakeup, not one per receipt until it runs
             with self._cv:
                 self._cv.notify()
+
+
+class _SendGroup:
+    """Messages of ``send_async`` calls, handed to the loop as one call per burst (``posted``
+    as in ``_TakenReport``); any other hand-over starts a new group, so none overtakes it."""
+
+    __slots__ = ("items", "posted")
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[Any, _SendDone]] = deque()
+        self.posted = False
 
 
 class _SendDone:
@@ -492,7 +511,10 @@ class Producer:
         self._room = _Room(max(1, max_pending))
         self._block = block_if_queue_full
         self._calls = _LoopCalls(loop)
+        self._group = _SendGroup()
         self._closed = False
+        # A single-topic producer can send from the caller's thread (a partitioned one cannot).
+        self._direct: Callable[[Any, Callable[..., None]], bool] | None = getattr(inner, "send_direct", None)
 
     def topic(self) -> str:
         return self._p.topic()
@@ -519,13 +541,26 @@ class Producer:
         deliver_at: int | None = None,
         deliver_after: Any = None,
     ) -> MessageId:
-        """Send and wait for the broker's receipt: one hand-over to the loop thread and one
-        wakeup back (no task spawned per call); the open batch is flushed at once."""
+        """Send and wait for the broker's receipt. With nothing else of this producer pending,
+        the frame is written to the socket from this thread (``send_direct``) and only the
+        receipt comes back through the loop thread (one thread wakeup per call, as the official
+        client); otherwise one hand-over to the loop thread, the open batch flushed at once."""
         msg = self._p.make_message(
             content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
             sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
             deliver_after=deliver_after,
         )
+        direct, room = self._direct, self._room
+        if direct is not None and not self._closed and room.idle() and room.acquire(blocking=False):
+            waiter = _SendWaiter(room, 1)
+            try:
+                sent = direct(msg, waiter.callback(0))
+            except BaseException:
+                room.release()
+                raise
+            if sent:
+                return waiter.wait(self._loop)[0]
+            room.release()
         return self._send_and_wait([msg])[0]
 
     def send_many(self, contents: Iterable[Any]) -> list[MessageId]:
@@ -550,6 +585,7 @@ class Producer:
             for i, msg in enumerate(msgs):
                 if not room.acquire(blocking=False):
                     if chunk:  # hand over what we have before waiting for room
+                        self._group = _SendGroup()  # later send_async calls queue after it
                         self._calls.call_soon(self._submit_now, chunk)
                         chunk = []
                     if not block:
@@ -557,6 +593,7 @@ class Producer:
                     room.acquire()
                 chunk.append((msg, waiter, i))
             if chunk:
+                self._group = _SendGroup()
                 self._calls.call_soon(self._submit_now, chunk)
         except BaseException:
             for _ in chunk:
@@ -597,21 +634,35 @@ class Producer:
             sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
             deliver_after=deliver_after,
         )
-        if not self._room.acquire(blocking=self._block):
+        room = self._room
+        if not room.acquire(blocking=self._block):
             raise errors.ProducerQueueIsFull("max_pending_messages reached")
-        try:
-            self._calls.call_soon(self._submit, (msg, _SendDone(self._room, callback)))
-        except errors.AlreadyClosed:
-            self._room.release()
-            raise
+        group = self._group
+        group.items.append((msg, _SendDone(room, callback)))
+        if not group.posted:
+            group.posted = True
+            try:
+                self._calls.call_soon(self._submit_group, group)
+            except errors.AlreadyClosed:
+                group.items.clear()
+                room.release()
+                raise
 
-    def _submit(self, item: tuple[Any, "_SendDone"]) -> None:
-        """On the loop thread: queue one message handed over by ``send_async``."""
-        msg, done = item
-        try:
-            self._p.send_nowait(msg, done)
-        except errors.PulsarException as exc:
-            done(exc, None)
+    def _submit_group(self, group: "_SendGroup") -> None:
+        """On the loop thread: queue the messages ``send_async`` handed over (in one go when the
+        producer has a bulk path; a failure settles that message's callback)."""
+        group.posted = False
+        items = group.items
+        bulk = getattr(self._p, "send_nowait_many", None)
+        if bulk is not None:
+            bulk(items)
+            return
+        while items:
+            msg, done = items.popleft()
+            try:
+                self._p.send_nowait(msg, done)
+            except errors.PulsarException as exc:
+                done(exc, None)
 
     def flush(self) -> None:
         self._loop.run(self._p.flush)
@@ -625,31 +676,51 @@ class Producer:
 
 
 class _TakenReport:
-    """Messages ``receive`` took, reported to the loop (``dequeued(msg)``: permits, redelivery
-    tracking) as one deferred call per burst rather than one per message. The messages wait in
-    a deque; ``_posted`` is cleared before the loop drains it and checked after an append (as in
+    """Messages ``receive`` took, reported to the loop (``dequeued_many``: permits, redelivery
+    tracking) in bulk rather than one call per message. The messages wait in a deque;
+    ``_posted`` is cleared before the loop drains it and checked after an append (as in
     ``_LoopCalls``), and the report keeps its place in the call order, ahead of the acks of the
-    messages it covers."""
+    messages it covers. Every ``step`` messages the queued calls cross at once, so permits
+    return when the consumer took half its queue, not at the next crossing for other reasons."""
 
-    __slots__ = ("_calls", "_dequeued", "_msgs", "_posted")
+    __slots__ = ("_calls", "_dequeued_many", "_msgs", "_posted", "_step")
 
-    def __init__(self, calls: _DeferredCalls, dequeued: Callable[[Message], None]) -> None:
+    def __init__(self, calls: _DeferredCalls, dequeued_many: Callable[[list[Message]], None], step: int) -> None:
         self._calls = calls
-        self._dequeued = dequeued
+        self._dequeued_many = dequeued_many
         self._msgs: deque[Message] = deque()
         self._posted = False
+        self._step = max(1, step)
 
     def add(self, msg: Message) -> None:
-        self._msgs.append(msg)
+        msgs = self._msgs
+        msgs.append(msg)
         if not self._posted:
             self._posted = True
             self._calls.call_soon(self._report, None)
+        elif len(msgs) == self._step:
+            self._calls.sync()
 
     def _report(self, _: Any) -> None:
         self._posted = False
-        msgs, dequeued = self._msgs, self._dequeued
+        msgs = self._msgs
+        taken = []
         while msgs:  # only the loop thread pops
-            dequeued(msgs.popleft())
+            taken.append(msgs.popleft())
+        if taken:
+            self._dequeued_many(taken)
+
+
+class _AckGroup:
+    """Ids acknowledged one by one, handed to the loop as one call per burst (``_posted`` as in
+    ``_TakenReport``). A group only takes acks while it is the newest deferred call: any other
+    call (a nack, a cumulative ack) starts a new group, so acks never overtake it."""
+
+    __slots__ = ("ids", "posted")
+
+    def __init__(self) -> None:
+        self.ids: deque[MessageId] = deque()
+        self.posted = False
 
 
 def _consumer_calls(loop: _LoopThread, config: ConsumerConfig) -> _DeferredCalls:
@@ -722,12 +793,27 @@ class Consumer:
     def __init__(self, loop: _LoopThread, inner: Any, listener: Callable[..., None] | None = None) -> None:
         self._loop = loop
         self._c = inner
-        self._calls = _consumer_calls(loop, inner._config)
-        self._taken = _TakenReport(self._calls, inner._dequeued)
+        config = inner._config
+        self._calls = _consumer_calls(loop, config)
+        self._taken = _TakenReport(self._calls, inner._dequeued_many, config.receiver_queue_size // 8)
+        self._acks = _AckGroup()
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
+
+    def _defer(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """A deferred call other than a grouped ack: later acks go to a new group after it."""
+        self._acks = _AckGroup()
+        self._calls.call_soon(fn, arg)
+
+    def _flush_acks(self, group: _AckGroup) -> None:
+        group.posted = False
+        try:
+            self._c._ack_many(group.ids)
+        except errors.PulsarException:  # closed meanwhile: its acks do not matter any more
+            group.ids.clear()
 
     def _run(self, afn: Callable[..., Any], *args: Any) -> Any:
         """A call on the loop thread after the deferred ones (acks, dequeue reports) before it."""
+        self._acks = _AckGroup()
         self._calls.sync()
         return self._loop.run(afn, *args)
 
@@ -745,7 +831,8 @@ class Consumer:
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         c = self._c
-        c._check_open()
+        if c._closed or c._fatal is not None:
+            c._check_open()
         msg = c._queue.get_nowait()
         if msg is None:
             self._calls.sync()  # returned permits (and acks) leave before we wait
@@ -759,7 +846,7 @@ class Consumer:
         c = self._c
         c._check_open()
         out = _take_many(c._queue, max_messages, timeout_millis, self._calls.sync)
-        self._calls.call_soon(c._dequeued_many, out)
+        self._calls.call_soon(c._dequeued_many, out)  # a dequeue report: acks may pass it
         return out
 
     def batch_receive(self) -> list[Message]:
@@ -771,18 +858,28 @@ class Consumer:
         return self._c._owner_of(message), mid
 
     def acknowledge(self, message: Message | MessageId) -> None:
+        c = self._c
+        if type(message) is Message and message._consumer is self._c:  # the per-message path
+            if c._closed or c._fatal is not None:
+                c._check_open()
+            group = self._acks
+            group.ids.append(message._id)
+            if not group.posted:
+                group.posted = True
+                self._calls.call_soon(self._flush_acks, group)
+            return
         owner, mid = self._owner_and_id(message)
-        self._calls.call_soon(owner._ack, mid)
+        self._defer(owner._ack, mid)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._c._config.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise errors.CumulativeAcknowledgementNotAllowedError("cumulative ack on a Shared subscription")
         owner, mid = self._owner_and_id(message)
-        self._calls.call_soon(owner._ack_cumulative, mid)
+        self._defer(owner._ack_cumulative, mid)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         owner, mid = self._owner_and_id(message)
-        self._calls.call_soon(owner._nack, mid)
+        self._defer(owner._nack, mid)
 
     def redeliver_unacknowledged_messages(self) -> None:
         self._run(self._c.redeliver_unacknowledged_messages)

@@ -5,6 +5,12 @@ under their ids and receive their commands through small ``_on_*`` callbacks tha
 the reader. Writes are appended to an outgoing buffer that a writer task flushes in one
 ``send_all`` (many small commands coalesce into one syscall); ``drain()`` lets a fast producer
 wait while that buffer is above its high-water mark, so it stays bounded.
+
+A user thread of the blocking API may write one frame straight to the socket
+(``write_direct``): the socket's writes then go under ``_wlock``, a thread lock that the writer
+task only ever tries (it yields and retries, so the loop never blocks on it) and that a direct
+write holds for one non-blocking ``os.write``, and only when the outbox is idle, so frames never
+interleave.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import select
 import ssl
+import threading
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -89,6 +97,8 @@ class ClientConnection:
         self._outbox = Outbox()  # the one coalescing writer every connection of the project uses
         sock = getattr(stream, "socket", None)  # a SocketStream's non-blocking socket (flush_now)
         self._fd = sock.fileno() if sock is not None else -1
+        self._sock = sock
+        self._wlock = threading.Lock()  # held by whoever writes the socket (see the module doc)
         self._pending: dict[int, _Waiter] = {}
         self._producers: dict[int, ProducerHandler] = {}
         self._consumers: dict[int, ConsumerHandler] = {}
@@ -156,6 +166,13 @@ class ClientConnection:
     async def _shutdown(self) -> None:
         self.closed.set()
         with trio.CancelScope(shield=True):
+            reserved = False
+            with trio.move_on_after(1):
+                await self._acquire_wlock()  # no direct write may still use the fd we close
+                reserved = True
+            self._fd = -1
+            if reserved:
+                self._wlock.release()
             with trio.move_on_after(1):
                 await self._stream.aclose()
         failure = errors.NotConnected(f"connection to {self.url} closed: {self.close_reason or 'closed'}")
@@ -211,8 +228,64 @@ class ClientConnection:
         """Write what is buffered at once, from the loop thread, when the writer task is idle:
         a synchronous send then leaves without waiting a scheduler round for that task. What the
         socket does not take (or any error) stays for the writer task, which owns failures."""
-        if self._fd >= 0 and not self.is_closed:
-            self._outbox.write_now(partial(os.write, self._fd))
+        if self._fd >= 0 and not self.is_closed and self._wlock.acquire(blocking=False):
+            try:
+                self._outbox.write_now(partial(os.write, self._fd))
+            finally:
+                self._wlock.release()
+
+    def write_direct(self, data: bytes) -> memoryview | None:
+        """From a user thread: write ``data`` to the socket now, if nothing else is queued or
+        being written. ``None``: nothing was written (use ``write``). Otherwise what the socket
+        did not take: empty when all went out; else the socket stays reserved and the caller
+        must hand the rest to ``finish_direct`` before anything else is written."""
+        if self._fd < 0 or self.closed.is_set() or not self._wlock.acquire(blocking=False):
+            return None  # (``is_closed`` reads trio's clock: not from this thread)
+        try:
+            if not self._outbox.idle or self._fd < 0:
+                self._wlock.release()
+                return None
+            n = os.write(self._fd, data)
+        except OSError:  # EAGAIN, or a broken connection the reader will notice
+            self._wlock.release()
+            return None
+        rest = memoryview(data)[n:]
+        if not rest:
+            self._wlock.release()
+        return rest
+
+    def finish_direct(self, rest: memoryview, timeout_s: float) -> None:
+        """Write the rest of a partial ``write_direct`` (socket reserved), waiting for the socket
+        in this thread; a peer that takes nothing for ``timeout_s`` breaks the connection (the
+        stream is mid-frame: the reconnect re-sends what is pending)."""
+        try:
+            poller = select.poll()
+            poller.register(self._fd, select.POLLOUT)
+            while rest:
+                if not poller.poll(timeout_s * 1000):
+                    raise OSError("peer took nothing")
+                rest = rest[os.write(self._fd, rest):]
+        except OSError:
+            if self._sock is not None:
+                try:
+                    self._sock.shutdown(2)  # SHUT_RDWR: the reader sees the failure
+                except OSError:
+                    pass
+        finally:
+            self._wlock.release()
+
+    async def _acquire_wlock(self) -> None:
+        """Take the socket from the loop: a direct write holds it for microseconds (or, after a
+        partial write, until the socket takes the rest), so retry rather than block the loop."""
+        while not self._wlock.acquire(blocking=False):
+            await trio.sleep(0.0002)
+
+    async def _send_all(self, data: bytes) -> None:
+        await self._acquire_wlock()
+        try:
+            await self._stream.send_all(data)
+        finally:
+            self._wlock.release()
 
     @property
     def buffered(self) -> int:
@@ -223,7 +296,7 @@ class ClientConnection:
         await self._outbox.wait_below(WRITE_HIGH_WATER)
 
     async def _writer(self) -> None:
-        await self._outbox.run(self._stream.send_all)
+        await self._outbox.run(self._send_all)
 
     # -- requests ----------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import logging
 import secrets
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from . import errors
 from .ack_grouping import AckGroupingTracker
 from .chunk_assembler import ChunkAssembler
 from .connection_handler import ConnectionHandler
-from .message import Message
+from .message import EntryInfo, Message, extra_of
 from .message_id import MessageId
 from .message_queue import MessageQueue
 from .redelivery_tracker import RedeliveryTracker
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (ledger, entry)
+# Batched payloads from this size on stay views into their batch until read (smaller ones are
+# cheaper to copy than a memoryview object is to create and hold).
+VIEWS_FROM = 512
 
 
 @dataclass
@@ -90,6 +94,8 @@ class ConsumerBase(abc.ABC):
     _queue: MessageQueue[Message]
     _config: ConsumerConfig
     _ctx: "ClientContext"
+    _closed: bool
+    _fatal: BaseException | None = None  # what made it unusable (the blocking API checks both)
 
     def subscription_name(self) -> str:
         return self._config.subscription_name
@@ -448,6 +454,38 @@ class Consumer(ConsumerBase):
             except errors.NotConnected:
                 pass
 
+    def _dequeued_many(self, msgs: list[Message]) -> None:
+        """``_on_dequeued`` for many of our own messages at once: one permit check, one
+        last-dequeued update (the blocking facade reports what it took in bulk)."""
+        if not self._own_queue or not msgs:  # a child of a multi-topic consumer: route each
+            super()._dequeued_many(msgs)
+            return
+        self._permits += len(msgs)
+        if self._permits >= self._refill_at:
+            self._credit(0)
+        self._last_dequeued = msgs[-1]._id
+        if self._config.unacked_messages_timeout_ms:
+            now, delivered = trio.current_time(), self._redelivery.delivered
+            for msg in msgs:
+                mid = msg._id
+                delivered((mid._ledger, mid._entry), now)
+
+    def _ack_many(self, ids: "deque[MessageId]") -> None:
+        """``_ack`` of ids the blocking facade queued (popped here, while it may still append)."""
+        self._check_open()
+        ack, pop = self._ack, ids.popleft
+        unacked = self._batch_unacked
+        index_acks = self._config.batch_index_ack_enabled
+        while ids:
+            mid = pop()
+            if mid._batch >= 0 and not index_acks:
+                # Most acks only tick off one message of a batch: the entry is acked with the last.
+                pending = unacked.get((mid._ledger, mid._entry))
+                if pending is not None and len(pending) > 1 and mid._batch in pending and not mid.chunk_ids:
+                    pending.discard(mid._batch)
+                    continue
+            ack(mid)
+
     def _on_dequeued(self, msg: Message) -> None:
         self._permits += 1
         if self._permits >= self._refill_at:
@@ -511,22 +549,22 @@ class Consumer(ConsumerBase):
             data = bytes(payload)
         redelivery = cmd.redelivery_count
         key = (ledger, entry)
-        topic, schema, producer_name, publish_time = self._topic, self._config.schema, meta.producer_name, meta.publish_time
-        version = meta.schema_version  # one per entry, shared by its messages
+        topic = self._topic  # set in every id: lets a multi-topic consumer route acks by id alone
+        info = EntryInfo(topic, meta.publish_time, redelivery, meta.producer_name, self._config.schema,
+                         meta.schema_version)
         out: list[Message] = []
         if not meta.HasField("num_messages_in_batch"):
             if self._start_filter is None or not self._is_prior(ledger, entry, -1):
+                props = {kv.key: kv.value for kv in meta.properties} if meta.properties else None
                 out.append(
                     Message(
-                        data, MessageId(partition, ledger, entry, -1), topic,
-                        {kv.key: kv.value for kv in meta.properties} if meta.properties else None,
-                        meta.partition_key, meta.ordering_key, publish_time, meta.event_time, redelivery,
-                        producer_name, meta.sequence_id, meta.null_value, schema, self, version,
+                        data, MessageId(partition, ledger, entry, -1, 0, topic), info, meta.sequence_id, self,
+                        extra_of(props, meta.partition_key, meta.ordering_key, meta.event_time, meta.null_value),
                     )
                 )
         else:
             try:
-                items = batch_codec.split_batch(data, n)
+                items = batch_codec.split_batch(data, n, VIEWS_FROM)
             except ProtocolError:
                 self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, n)
                 return
@@ -534,34 +572,28 @@ class Consumer(ConsumerBase):
             # plain records (smm None: no properties/keys/event time) skip protobuf entirely.
             deliver = batch_codec.unacked_indexes(list(cmd.ack_set), n) if cmd.ack_set else None
             first_seq = meta.sequence_id
-            for i, (smm, seq, body) in enumerate(items):
-                if deliver is not None and i not in deliver:
-                    continue
-                if self._start_filter is not None and self._is_prior(ledger, entry, i):
-                    continue
-                mid = MessageId(partition, ledger, entry, i)
-                mid.batch_size = n
-                if smm is None:
-                    out.append(
-                        Message(
-                            bytes(body), mid, topic, None, "", b"", publish_time, 0, redelivery, producer_name,
-                            seq if seq >= 0 else first_seq + i, False, schema, self, version,
-                        )
-                    )
-                    continue
-                if smm.compacted_out:
-                    continue
-                out.append(
-                    Message(
-                        bytes(body), mid, topic,
-                        {kv.key: kv.value for kv in smm.properties} if smm.properties else None,
-                        smm.partition_key, smm.ordering_key, publish_time, smm.event_time, redelivery,
-                        producer_name, smm.sequence_id if smm.HasField("sequence_id") else first_seq + i,
-                        smm.null_value, schema, self, version,
-                    )
-                )
+            append = out.append
+            if deliver is None and self._start_filter is None:
+                for i, (smm, seq, body) in enumerate(items):
+                    if smm is None:
+                        append(Message(body, MessageId(partition, ledger, entry, i, n, topic), info,
+                                       seq if seq >= 0 else first_seq + i, self))
+                    elif not smm.compacted_out:
+                        append(self._batched(smm, body, MessageId(partition, ledger, entry, i, n, topic), info,
+                                             first_seq + i))
+            else:
+                for i, (smm, seq, body) in enumerate(items):
+                    if deliver is not None and i not in deliver:
+                        continue
+                    if self._start_filter is not None and self._is_prior(ledger, entry, i):
+                        continue
+                    mid = MessageId(partition, ledger, entry, i, n, topic)
+                    if smm is None:
+                        append(Message(body, mid, info, seq if seq >= 0 else first_seq + i, self))
+                    elif not smm.compacted_out:
+                        append(self._batched(smm, body, mid, info, first_seq + i))
             if out:
-                self._batch_unacked[key] = {m._id._batch for m in out}
+                self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._id._batch for m in out}
                 self._batch_sizes[key] = n
         skipped = n - len(out)
         if skipped > 0:
@@ -569,11 +601,16 @@ class Consumer(ConsumerBase):
         dlq = self._config.dead_letter_policy
         if dlq is not None and redelivery >= dlq.max_redeliver_count and out:
             self._dlq_candidates[key] = out
-        topic = self._topic
-        for m in out:
-            m._id.topic = topic  # lets a multi-topic consumer route acks by id alone
         if out:
             self._queue.put_many(out)
+
+    def _batched(self, smm: Any, body: bytes | memoryview, mid: MessageId, info: EntryInfo, default_seq: int) -> Message:
+        """A batched message with its own metadata (properties, keys, event time)."""
+        props = {kv.key: kv.value for kv in smm.properties} if smm.properties else None
+        return Message(
+            body, mid, info, smm.sequence_id if smm.HasField("sequence_id") else default_seq, self,
+            extra_of(props, smm.partition_key, smm.ordering_key, smm.event_time, smm.null_value),
+        )
 
     def _on_chunk(
         self, cmd: CommandMessage, meta: MessageMetadata, payload: memoryview, ledger: int, entry: int, partition: int
@@ -597,24 +634,11 @@ class Consumer(ConsumerBase):
         if self._start_filter is not None and self._is_prior(ledger, entry, -1):
             self._credit(1)
             return
-        self._queue.put(
-            Message(
-                whole,
-                mid,
-                topic=self._topic,
-                properties={kv.key: kv.value for kv in meta.properties},
-                partition_key=meta.partition_key,
-                ordering_key=meta.ordering_key,
-                publish_timestamp=meta.publish_time,
-                event_timestamp=meta.event_time,
-                redelivery_count=cmd.redelivery_count,
-                producer_name=meta.producer_name,
-                sequence_id=meta.sequence_id,
-                schema=self._config.schema,
-                consumer=self,
-                schema_version=meta.schema_version,
-            )
-        )
+        info = EntryInfo(self._topic, meta.publish_time, cmd.redelivery_count, meta.producer_name,
+                         self._config.schema, meta.schema_version)
+        props = {kv.key: kv.value for kv in meta.properties} if meta.properties else None
+        extra = extra_of(props, meta.partition_key, meta.ordering_key, meta.event_time, meta.null_value)
+        self._queue.put(Message(whole, mid, info, meta.sequence_id, self, extra))
 
     # -- acknowledgements --------------------------------------------------------------------
 

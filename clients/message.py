@@ -1,8 +1,16 @@
-"""``Message``: what ``receive()`` returns, with the official client's accessor names."""
+"""``Message``: what ``receive()`` returns, with the official client's accessor names.
+
+A consumer builds one ``Message`` per received message, on its hottest path, so a message only
+stores what differs from its siblings: payload, id, sequence id and the consumer to ack it by.
+What all messages of an entry share (topic, publish time, producer, redelivery count, schema)
+sits in one ``EntryInfo``; properties, keys, event time and the null flag, absent from most
+messages, sit in an optional ``extra`` tuple. A large payload stays a view into its batch until
+``data()`` is called.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .message_id import MessageId
 
@@ -10,92 +18,108 @@ if TYPE_CHECKING:
     from .consumer import Consumer
 
 
+class EntryInfo(NamedTuple):
+    """What the messages of one entry (a batch, or a single message) have in common."""
+
+    topic: str
+    publish_timestamp: int = 0
+    redelivery_count: int = 0
+    producer_name: str = ""
+    schema: Any = None
+    schema_version: bytes = b""
+
+
+class Extra(NamedTuple):
+    """A message's optional metadata (``None`` in its place means all defaults)."""
+
+    properties: dict[str, str] | None = None
+    partition_key: str = ""
+    ordering_key: bytes = b""
+    event_timestamp: int = 0
+    null_value: bool = False
+
+
+_NO_EXTRA = Extra()
+
+
+def extra_of(properties: dict[str, str] | None, partition_key: str, ordering_key: bytes, event_timestamp: int,
+             null_value: bool) -> Extra | None:
+    """The ``extra`` of a message, ``None`` when every field is at its default."""
+    if properties or partition_key or ordering_key or event_timestamp or null_value:
+        return Extra(properties or None, partition_key, ordering_key, event_timestamp, null_value)
+    return None
+
+
 class Message:
     """A received message (payload, metadata and the id to acknowledge it by)."""
 
-    __slots__ = (
-        "_data", "_properties", "_partition_key", "_ordering_key", "_publish_ts", "_event_ts",
-        "_id", "_redelivery", "_topic", "_producer", "_schema", "_consumer", "_null", "_seq", "_schema_version",
-    )
+    __slots__ = ("_data", "_id", "_entry", "_seq", "_consumer", "_extra")
 
     def __init__(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         message_id: MessageId,
-        topic: str,
-        properties: dict[str, str] | None = None,
-        partition_key: str = "",
-        ordering_key: bytes = b"",
-        publish_timestamp: int = 0,
-        event_timestamp: int = 0,
-        redelivery_count: int = 0,
-        producer_name: str = "",
+        entry: EntryInfo,
         sequence_id: int = -1,
-        null_value: bool = False,
-        schema: Any = None,
         consumer: "Consumer | None" = None,
-        schema_version: bytes = b"",
+        extra: Extra | None = None,
     ) -> None:
         self._data = data
         self._id = message_id
-        self._topic = topic
-        self._properties = properties or {}
-        self._partition_key = partition_key
-        self._ordering_key = ordering_key
-        self._publish_ts = publish_timestamp
-        self._event_ts = event_timestamp
-        self._redelivery = redelivery_count
-        self._producer = producer_name
+        self._entry = entry
         self._seq = sequence_id
-        self._null = null_value
-        self._schema = schema
         self._consumer = consumer  # the single-topic consumer that must ack it
-        self._schema_version = schema_version
+        self._extra = extra
 
     def data(self) -> bytes:
-        return self._data
+        data = self._data
+        if type(data) is not bytes:  # a view into its batch: copied once someone reads it
+            data = self._data = bytes(data)
+        return data
 
     def value(self) -> Any:
         """The payload decoded by the consumer's schema (bytes when none)."""
-        return self._schema.decode(self._data) if self._schema is not None else self._data
+        schema = self._entry.schema
+        return schema.decode(self.data()) if schema is not None else self.data()
 
     def properties(self) -> dict[str, str]:
-        return dict(self._properties)
+        extra = self._extra
+        return dict(extra.properties) if extra is not None and extra.properties else {}
 
     def partition_key(self) -> str:
-        return self._partition_key
+        return (self._extra or _NO_EXTRA).partition_key
 
     def ordering_key(self) -> str:
         """As the official client: a ``str`` (the wire field is bytes)."""
-        return self._ordering_key.decode("utf-8", "replace")
+        return (self._extra or _NO_EXTRA).ordering_key.decode("utf-8", "replace")
 
     def publish_timestamp(self) -> int:
-        return self._publish_ts
+        return self._entry.publish_timestamp
 
     def event_timestamp(self) -> int:
-        return self._event_ts
+        return (self._extra or _NO_EXTRA).event_timestamp
 
     def message_id(self) -> MessageId:
         return self._id
 
     def redelivery_count(self) -> int:
-        return self._redelivery
+        return self._entry.redelivery_count
 
     def topic_name(self) -> str:
-        return self._topic
+        return self._entry.topic
 
     def producer_name(self) -> str:
-        return self._producer
+        return self._entry.producer_name
 
     def sequence_id(self) -> int:
         return self._seq
 
     def schema_version(self) -> str:
         """The producer's schema version ('' without a schema), a ``str`` as the official client's."""
-        return self._schema_version.decode("utf-8", "replace")
+        return self._entry.schema_version.decode("utf-8", "replace")
 
     def has_null_value(self) -> bool:
-        return self._null
+        return (self._extra or _NO_EXTRA).null_value
 
     def __repr__(self) -> str:
-        return f"Message(id={self._id}, topic={self._topic!r}, {len(self._data)} bytes)"
+        return f"Message(id={self._id}, topic={self._entry.topic!r}, {len(self._data)} bytes)"

@@ -24,13 +24,14 @@ class MessageId:
     earliest: "MessageId"
     latest: "MessageId"
 
-    def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1) -> None:
+    def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1,
+                 batch_size: int = 0, topic: str | None = None) -> None:
         self._ledger = ledger_id
         self._entry = entry_id
         self._partition = partition
         self._batch = batch_index
-        self.batch_size = 0  # messages in the batch this id belongs to (0: not a batch)
-        self.topic: str | None = None  # set for ids of multi-topic consumers
+        self.batch_size = batch_size  # messages in the batch this id belongs to (0: not a batch)
+        self.topic = topic  # the consumer's topic (lets a multi-topic consumer route acks by id)
         # For a chunked message: the (ledger, entry) of every chunk, first to last.
         self.chunk_ids: tuple[tuple[int, int], ...] = ()
 

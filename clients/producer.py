@@ -10,6 +10,7 @@ deduplication on nothing is duplicated and nothing acknowledged is lost.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid as uuid_mod
 from collections import deque
@@ -150,6 +151,7 @@ class _OpSend:
     created: float
     is_batch: bool = False
     chunk: _ChunkContext | None = None
+    holds_slot: bool = True  # False for a direct send (the blocking API's own window counts it)
 
 
 class Producer:
@@ -176,6 +178,14 @@ class Producer:
         self._scope = trio.CancelScope()
         self._closed = False
         self._fatal: BaseException | None = None
+        # ``send_direct`` runs in a user thread: this lock orders it with the loop thread's
+        # sequence ids, open batch and pending queue (uncontended otherwise).
+        self._lock = threading.RLock()
+        self._capture: list[bytes] | None = None  # a direct send's frame, instead of cnx.write
+        try:  # trio's clock is perf_counter plus an offset: ``created`` stamps from any thread
+            self._clock_offset = trio.current_time() - time.perf_counter()
+        except RuntimeError:
+            self._clock_offset = 0.0
         # Key-based batching: a batch only holds messages of one key (Key_Shared consumers get
         # whole batches), so a message with another key closes the open batch. One open batch at
         # a time keeps sequence ids in send order, which broker deduplication relies on.
@@ -283,7 +293,37 @@ class Producer:
             raise errors.ProducerQueueIsFull(f"{self._config.max_pending_messages} messages pending") from None
         return self._submit(msg, callback)
 
+    def send_nowait_many(
+        self, items: "deque[tuple[OutgoingMessage, Callable[[BaseException | None, MessageId | None], None]]]"
+    ) -> None:
+        """``send_nowait`` of each ``(message, callback)`` popped from ``items`` (the blocking
+        API's ``send_async`` bursts), under one lock; a message that cannot be queued settles its
+        callback with the error instead of raising."""
+        pop = items.popleft
+        with self._lock:
+            while items:
+                msg, callback = pop()
+                try:
+                    self._check_usable()
+                    try:
+                        self._slots.acquire_nowait()
+                    except trio.WouldBlock:
+                        raise errors.ProducerQueueIsFull(
+                            f"{self._config.max_pending_messages} messages pending") from None
+                    self._submit_locked(msg, callback)
+                except errors.PulsarException as exc:
+                    try:
+                        callback(exc, None)
+                    except Exception:  # a user callback must not stop the others
+                        log.exception("send callback failed")
+
     def _submit(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None
+    ) -> SendFuture:
+        with self._lock:
+            return self._submit_locked(msg, callback)
+
+    def _submit_locked(
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None
     ) -> SendFuture:
         fut = SendFuture(callback)
@@ -408,9 +448,16 @@ class Producer:
         max_size = self._max_message_size()
         comp = self._compression or None
         if len(payload) <= max_size:
-            meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
-            frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
-            self._enqueue(_OpSend(seq, seq, 1, frame, [fut], trio.current_time()))
+            if comp is None and seq >= 0 and msg.deliver_at is None and msg.is_plain():  # no protobuf objects
+                frame = frames.encode_payload_command(
+                    cmds.send_bytes(self._producer_id, seq),
+                    cmds.plain_message_metadata((self._name or "").encode(), seq, int(time.time() * 1000)),
+                    payload,
+                )
+            else:
+                meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
+                frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
+            self._enqueue(_OpSend(seq, seq, 1, frame, [fut], self._now()))
             return
         if not self._config.chunking_enabled:
             self._slots.release()
@@ -434,9 +481,60 @@ class Producer:
             )
             frame = frames.encode_payload_command(cmds.send(self._producer_id, seq, is_chunk=True), meta, part)
             futs = [fut] if i == n - 1 else []
-            self._enqueue(_OpSend(seq, seq, 1, frame, futs, trio.current_time(), chunk=ctx))
+            self._enqueue(_OpSend(seq, seq, 1, frame, futs, self._now(), chunk=ctx))
+
+    def _now(self) -> float:
+        """``trio.current_time()``, from any thread."""
+        return time.perf_counter() + self._clock_offset
+
+    def send_direct(
+        self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None]
+    ) -> bool:
+        """From a user thread (the blocking ``send``): when nothing of this producer is queued
+        or in flight, build the message's frame and write it to the socket here, without a
+        round trip through the loop thread (the receipt still arrives there and settles
+        ``callback``). False, with nothing changed, when the loop must send it. The message
+        does not take one of ``max_pending_messages`` (the blocking API counts its own)."""
+        cnx = self._cnx
+        if cnx is None or msg.deliver_at is not None or len(msg.payload) >= self._max_message_size() // 2:
+            return False  # not connected, or a path with timers or chunks: the loop's
+        with self._lock:
+            if self._pending or self._batch or self._cnx is not cnx or self._fatal is not None or self._closed:
+                return False
+            next_seq = self._next_seq
+            captured: list[bytes] = []
+            self._capture = captured
+            rest = None
+            try:
+                fut = SendFuture(callback)
+                seq = next_seq if msg.sequence_id is None else msg.sequence_id
+                self._next_seq = max(next_seq, seq + 1)
+                if self._can_batch(msg):  # a batch of one, as the loop's path sends it
+                    self._batch, self._batch_bytes = [(msg, seq, fut)], len(msg.payload)
+                    self._flush_batch()
+                else:
+                    self._send_single(msg, seq, fut)
+                if len(captured) == 1 and len(self._pending) == 1:
+                    self._pending[0].holds_slot = False  # before the write: its receipt may come at once
+                    self._capture = None
+                    rest = cnx.write_direct(captured[0])
+            finally:
+                self._capture = None
+                if rest is None:  # nothing written (or a failure building it): as if never called
+                    self._pending.clear()
+                    self._batch, self._batch_bytes = [], 0
+                    self._next_seq = next_seq
+            if rest is None:
+                return False
+        if rest:
+            cnx.finish_direct(rest, self._config.send_timeout_millis / 1000 or 30)
+        return True
 
     def _flush_batch(self) -> None:
+        with self._lock:
+            self._flush_batch_locked()
+
+    def _flush_batch_locked(self) -> None:
         if not self._batch:
             return
         items, self._batch, self._batch_bytes = self._batch, [], 0
@@ -478,11 +576,14 @@ class Producer:
         )
         frame = frames.encode_payload_command(send, meta, payload)
         self._enqueue(
-            _OpSend(first_seq, last_seq, len(items), frame, [f for _, _, f in items], trio.current_time(), is_batch=True)
+            _OpSend(first_seq, last_seq, len(items), frame, [f for _, _, f in items], self._now(), is_batch=True)
         )
 
     def _enqueue(self, op: _OpSend) -> None:
         self._pending.append(op)
+        if self._capture is not None:
+            self._capture.append(op.frame)
+            return
         cnx = self._cnx
         if cnx is not None:
             try:
@@ -536,8 +637,9 @@ class Producer:
     # -- completion ----------------------------------------------------------------------------
 
     def _release(self, op: _OpSend) -> None:
-        for _ in range(op.num_messages if op.chunk is None or op.futures else 0):
-            self._slots.release()
+        if op.holds_slot:
+            for _ in range(op.num_messages if op.chunk is None or op.futures else 0):
+                self._slots.release()
 
     def _fail_op(self, op: _OpSend, error: BaseException) -> None:
         for fut in op.futures:
@@ -545,6 +647,10 @@ class Producer:
         self._release(op)
 
     def _fail_pending(self, error: BaseException) -> None:
+        with self._lock:
+            self._fail_pending_locked(error)
+
+    def _fail_pending_locked(self, error: BaseException) -> None:
         batch, self._batch, self._batch_bytes = self._batch, [], 0
         for _, _, fut in batch:
             fut._resolve(None, error)
@@ -628,15 +734,16 @@ class Producer:
         ok = reply.producer_success
         if self._name is None:
             self._name = ok.producer_name
-        # The broker's last persisted sequence id (dedup) moves our counter forward.
-        if ok.last_sequence_id >= 0 and self._config.initial_sequence_id is None and not self._pending:
-            self._next_seq = max(self._next_seq, ok.last_sequence_id + 1)
-            self._last_seq_published = max(self._last_seq_published, ok.last_sequence_id)
-        self._epoch += 1
-        self._handler.connected()
-        self._cnx = cnx
-        for op in self._pending:  # re-send in order, before anything new
-            cnx.write(op.frame)
+        with self._lock:
+            # The broker's last persisted sequence id (dedup) moves our counter forward.
+            if ok.last_sequence_id >= 0 and self._config.initial_sequence_id is None and not self._pending:
+                self._next_seq = max(self._next_seq, ok.last_sequence_id + 1)
+                self._last_seq_published = max(self._last_seq_published, ok.last_sequence_id)
+            self._epoch += 1
+            self._handler.connected()
+            self._cnx = cnx
+            for op in self._pending:  # re-send in order, before anything new
+                cnx.write(op.frame)
         if cnx.is_closed:
             self._on_disconnected(cnx)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from google.protobuf.message import DecodeError
 
+from .commands import varint
 from .errors import BatchFormatError
 from .pulsar_api_pb2 import SingleMessageMetadata
 
@@ -39,22 +40,11 @@ def serialize_batch(messages: Iterable[tuple[SingleMessageMetadata | bytes, Buff
     return b"".join(parts)
 
 
-def _varint(value: int) -> bytes:
-    if value < 0x4000:  # sequence ids and payload sizes mostly fit in two bytes: no loop
-        return bytes((value,)) if value < 0x80 else bytes(((value & 0x7F) | 0x80, value >> 7))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def plain_message_metadata(payload_size: int, sequence_id: int) -> bytes:
     """The serialized SingleMessageMetadata of a message with no properties, keys or event
     time: ``payload_size`` (field 3) and ``sequence_id`` (field 8), byte for byte what protobuf
     writes, without building a message object (the producer's per-message hot path)."""
-    return b"\x18" + _varint(payload_size) + b"\x40" + _varint(sequence_id)
+    return b"\x18" + varint(payload_size) + b"\x40" + varint(sequence_id)
 
 
 def batch_entry_size(meta: SingleMessageMetadata, payload_len: int) -> int:
@@ -70,24 +60,29 @@ def parse_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
             meta = SingleMessageMetadata(payload_size=len(body))
             if seq >= 0:
                 meta.sequence_id = seq
-        out.append((meta, body))
+        out.append((meta, bytes(body)))  # copies already: bytes() returns them as they are
     return out
 
 
-def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata | None, int, bytes]]:
+def split_batch(
+    payload: Buffer, count: int, views_from: int = 1 << 62
+) -> list[tuple[SingleMessageMetadata | None, int, bytes | memoryview]]:
     """Split a batch payload into ``count`` (metadata, sequence id, payload) triples.
 
     Records whose metadata holds nothing but ``payload_size`` and ``sequence_id`` (what
     producers write for messages without properties, keys or event time) are read without a
     protobuf object: ``(None, sequence_id or -1, payload)``. Others come back as
     ``(SingleMessageMetadata, -1, payload)``. This is the consumer's per-message hot path, so
-    it works on ``bytes`` (indexing is cheaper than on a memoryview) and slices payloads out."""
+    it works on ``bytes`` (indexing is cheaper than on a memoryview) and slices payloads out:
+    copies, except payloads of at least ``views_from`` bytes, which come back as views of the
+    batch (no copy of large payloads nobody may read)."""
     if count < 0:
         raise BatchFormatError(f"negative batch size {count}")
     buf = payload if type(payload) is bytes else bytes(payload)
     end_all = len(buf)
-    out: list[tuple[SingleMessageMetadata | None, int, bytes]] = []
+    out: list[tuple[SingleMessageMetadata | None, int, bytes | memoryview]] = []
     append, unpack = out.append, _U32.unpack_from
+    view = memoryview(buf)
     pos = 0
     for i in range(count):
         if end_all - pos < 4:
@@ -97,8 +92,32 @@ def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
         meta_end = pos + meta_size
         if meta_end > end_all:
             raise BatchFormatError(f"message {i}: metadata size {meta_size} runs past the batch")
-        if meta_size == 4 and buf[pos] == 0x18 and buf[pos + 2] == 0x40 and buf[pos + 1] < 0x80 and buf[pos + 3] < 0x80:
-            meta, size, seq = None, buf[pos + 1], buf[pos + 3]  # both fields fit in one byte
+        # Inline decoding of the plain layout 0x18 <size: 1-2 byte varint> 0x40 <seq: 1-3 bytes>
+        # (payloads below 16 KiB, sequence ids below 2**21); anything else takes the general path.
+        size = seq = -1
+        if meta_size >= 4 and buf[pos] == 0x18:
+            b = buf[pos + 1]
+            if b < 0x80:
+                p = pos + 2
+                size = b
+            elif buf[pos + 2] < 0x80:
+                p = pos + 3
+                size = (b & 0x7F) | (buf[pos + 2] << 7)
+            else:
+                p = meta_end
+            if p + 1 < meta_end and buf[p] == 0x40:
+                n = meta_end - p
+                b = buf[p + 1]
+                if n == 2:
+                    if b < 0x80:
+                        seq = b
+                elif n == 3:
+                    if b >= 0x80 and buf[p + 2] < 0x80:
+                        seq = (b & 0x7F) | (buf[p + 2] << 7)
+                elif n == 4 and b >= 0x80 and buf[p + 2] >= 0x80 and buf[p + 3] < 0x80:
+                    seq = (b & 0x7F) | ((buf[p + 2] & 0x7F) << 7) | (buf[p + 3] << 14)
+        if seq >= 0:
+            meta = None
         else:
             plain = _plain_fields(buf, pos, meta_end)
             if plain is not None:
@@ -109,7 +128,7 @@ def split_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
         pos = meta_end
         if size < 0 or size > end_all - pos:
             raise BatchFormatError(f"message {i}: payload size {size} runs past the batch")
-        append((meta, seq, buf[pos : pos + size]))
+        append((meta, seq, buf[pos : pos + size] if size < views_from else view[pos : pos + size]))
         pos += size
     return out
 

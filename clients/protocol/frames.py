@@ -65,7 +65,7 @@ def encode_entry(metadata: MessageMetadata | bytes, payload: Buffer, *, checksum
 
 
 def encode_payload_command(
-    command: BaseCommand,
+    command: BaseCommand | bytes,
     metadata: MessageMetadata | bytes,
     payload: Buffer,
     *,
@@ -75,9 +75,10 @@ def encode_payload_command(
     return frame_with_entry(command, encode_entry(metadata, payload, checksum=checksum))
 
 
-def frame_with_entry(command: BaseCommand, entry: Buffer) -> bytes:
-    """``[total][cmdSize][command]`` followed by already-encoded entry bytes, untouched."""
-    body = command.SerializeToString()
+def frame_with_entry(command: BaseCommand | bytes, entry: Buffer) -> bytes:
+    """``[total][cmdSize][command]`` followed by already-encoded entry bytes, untouched (a
+    command given as ``bytes`` is already serialized)."""
+    body = command if isinstance(command, bytes) else command.SerializeToString()
     return b"".join((_TWO_U32.pack(4 + len(body) + len(entry), len(body)), body, entry))
 
 
@@ -208,7 +209,7 @@ class FrameDecoder:
         # An incomplete frame's bytes, as received: joined once when the frame is complete
         # (growing a bytearray instead re-copies a large frame on every reallocation, and a
         # whole batch arrives in many pieces).
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | memoryview] = []
         self._have = 0
         self._need = 4  # bytes the parts must hold before the next frame can be complete
 
@@ -222,21 +223,36 @@ class FrameDecoder:
 
         Complete frames are decoded in place (their views point into an immutable copy of the
         received bytes); only the tail of an incomplete frame is kept, and its pieces are
-        joined once, when that frame is complete, so large frames cost linear time.
+        joined once, when that frame is complete, with only the bytes it lacks from the new
+        data (the rest of which is decoded in place), so large frames cost linear time.
         """
         if not isinstance(data, bytes):
             data = bytes(data)
-        if self._parts:
-            self._parts.append(data)
-            self._have += len(data)
-            if self._have < self._need:
-                return []
-            data = b"".join(self._parts)
-            self._parts = []
-            self._have = 0
-        view = memoryview(data)
         frames: list[Frame] = []
-        pos, end = 0, len(view)
+        start = 0
+        if self._parts:
+            have = self._have + len(data)
+            if have < self._need:
+                self._parts.append(data)
+                self._have = have
+                return frames
+            if self._need > 4:  # a frame of known size: complete it, copy nothing else
+                start = self._need - self._have
+                self._parts.append(memoryview(data)[:start])
+                whole = b"".join(self._parts)
+                self._parts, self._have, self._need = [], 0, 4
+                self._decode(whole, 0, frames)
+            else:  # not even its size yet (a few bytes): join all
+                self._parts.append(data)
+                data = b"".join(self._parts)
+                self._parts, self._have = [], 0
+        self._decode(data, start, frames)
+        return frames
+
+    def _decode(self, data: bytes, pos: int, frames: list[Frame]) -> None:
+        """Decode the complete frames of ``data`` from ``pos`` on; keep the incomplete rest."""
+        view = memoryview(data)
+        end = len(view)
         need = 4
         try:
             while end - pos >= 4:
@@ -253,7 +269,6 @@ class FrameDecoder:
                 self._parts.append(data if pos == 0 else bytes(view[pos:]))
                 self._have = end - pos
                 self._need = need
-        return frames
 
 
 # ---------------------------------------------------------------------------------------------

@@ -125,3 +125,42 @@ async def test_async_send_many_receive_many(broker: Broker, topic: str) -> None:
             await consumer.receive_many(5, 100)
         reader = await client.create_reader(topic, MessageId.earliest)
         assert len(await reader.read_many(10, 5000)) >= 1
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_sync_sends_mixed_with_send_async_from_another_thread(client: Any, topic: str, batching: bool) -> None:
+    """A blocking ``send`` writes from the caller's thread only when nothing else of the producer
+    is pending; mixed with another thread's ``send_async`` on the same producer every message
+    is acknowledged once, each thread's messages stay in order, and sequence ids follow the
+    wire order (an out-of-order receipt would make the producer reconnect and re-send)."""
+    import threading
+
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=batching, block_if_queue_full=True)
+    n = 300
+    acked = threading.Semaphore(0)
+    failures: list[Any] = []
+
+    def async_sender() -> None:
+        for i in range(n):
+            producer.send_async(b"b%d" % i, lambda res, _mid: (failures.append(res) if res != clients.Result.Ok
+                                                                else None, acked.release()))
+
+    other = threading.Thread(target=async_sender)
+    other.start()
+    sync_ids = [producer.send(b"a%d" % i) for i in range(n)]
+    other.join(30)
+    for _ in range(n):
+        assert acked.acquire(timeout=30)
+    assert not failures
+    assert sync_ids == sorted(sync_ids) and len(set(sync_ids)) == n
+    got = _drain(consumer)
+    payloads = [m.data() for m in got]
+    assert sorted(payloads) == sorted([b"a%d" % i for i in range(n)] + [b"b%d" % i for i in range(n)])
+    assert [p for p in payloads if p[:1] == b"a"] == [b"a%d" % i for i in range(n)]
+    assert [p for p in payloads if p[:1] == b"b"] == [b"b%d" % i for i in range(n)]
+    seqs = [m.sequence_id() for m in got]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 2 * n
+    assert producer._p._epoch == 1  # connected once: no reconnect
+    producer.close()
+    consumer.close()

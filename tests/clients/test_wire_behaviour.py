@@ -3,6 +3,7 @@ after a connection loss, chunk layout, batch metadata. Fast: no broker process."
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -204,3 +205,47 @@ async def test_key_based_batches_hold_one_key(fake: FakeBroker) -> None:
         keys = [{m.partition_key for m, _ in batch.parse_batch(frames.parse_entry(e).payload, s.num_messages)}
                 for e, s in zip(fake.entries, sends, strict=True)]
         assert keys == [{"a"}, {"b"}, {"a"}]
+
+
+async def test_blocking_send_from_the_callers_thread_is_resent_and_times_out(fake: FakeBroker) -> None:
+    """The blocking ``send`` writes its frame from the caller's thread when nothing else is
+    pending: such a send is still re-sent after a connection loss, and still fails with
+    ``Timeout`` after ``send_timeout_millis`` when no receipt comes."""
+    import threading
+
+    import clients
+    from clients import Timeout
+
+    def scenario() -> tuple[list[int], int, float]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+            ids = [producer.send(b"%d" % i).entry_id() for i in range(3)]  # direct sends
+            fake.hold_receipts = True
+            got: list[int] = []
+            sender = threading.Thread(target=lambda: got.append(producer.send(b"held").entry_id()))
+            sender.start()
+            deadline = time.monotonic() + 10
+            while len(fake.commands(T.SEND)) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            fake.hold_receipts = False
+            trio.from_thread.run_sync(fake.drop_connections)  # on the fake broker's trio thread
+            sender.join(10)
+            ids += got
+            producer.close()
+            fake.hold_receipts = True
+            timed = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=300)
+            t0 = time.monotonic()
+            with pytest.raises(Timeout):
+                timed.send(b"never acknowledged")
+            return ids, len(fake.commands(T.PRODUCER)), time.monotonic() - t0
+        finally:
+            client.close()
+
+    ids, producers, waited = await trio.to_thread.run_sync(scenario)
+    seqs = [s.sequence_id for s in fake.commands(T.SEND)]
+    assert seqs[:5] == [0, 1, 2, 3, 3]  # the held send went out again after the reconnect
+    assert ids == [0, 1, 2, 4]  # its receipt is the re-sent copy's
+    assert producers == 3  # first, re-created after the drop, the timed one
+    assert 0.2 < waited < 8
+

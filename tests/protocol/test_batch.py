@@ -128,3 +128,10 @@ def test_unknown_codec() -> None:
         z.compress(9, b"x")
     with pytest.raises(CompressionError):
         z.decompress(9, b"x", 1)
+
+
+def test_split_batch_gives_views_of_large_payloads() -> None:
+    payload = b.serialize_batch([(b.plain_message_metadata(600, 1), b"a" * 600), (b.plain_message_metadata(5, 2), b"small")])
+    (_, _, big), (_, _, small) = b.split_batch(payload, 2, views_from=512)
+    assert type(big) is memoryview and big == b"a" * 600 and type(small) is bytes and small == b"small"
+    assert all(type(p) is bytes for _, _, p in b.split_batch(payload, 2))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clients.protocol import commands as c
 from clients.protocol import frames as f
@@ -115,3 +117,11 @@ def test_batch_presence_semantics() -> None:
 def test_seek_needs_one_target() -> None:
     with pytest.raises(ValueError):
         c.seek(1, 2)
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.text(max_size=40), st.integers(0, 2**63 - 1))
+def test_hand_encoded_send_and_metadata_match_protobuf(producer_id: int, seq: int, name: str, publish: int) -> None:
+    """The unbatched send's hot path writes SEND and its MessageMetadata without protobuf objects."""
+    assert c.send_bytes(producer_id, seq) == c.send(producer_id, seq).SerializeToString()
+    expected = c.message_metadata(name, seq, publish).SerializeToString()
+    assert c.plain_message_metadata(name.encode(), seq, publish) == expected

@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clients.protocol import commands as c
 from clients.protocol import frames as f
@@ -123,6 +125,29 @@ def test_decoder_handles_split_and_coalesced_frames() -> None:
     assert len(f.FrameDecoder().feed(stream)) == 6
     partial = f.FrameDecoder()
     assert partial.feed(stream[:-1]) and partial.buffered == len(frames[-1]) - 1
+
+
+@given(st.lists(st.integers(1, 3000), min_size=1, max_size=30))
+def test_decoder_gives_the_same_frames_for_any_split(cuts: list[int]) -> None:
+    """Reads end anywhere (inside a size field, a command, a payload, right after a frame): a
+    pending frame is completed with just the bytes it lacks, the rest decoded in place."""
+    frames = [f.encode_payload_command(c.send(1, i), c.message_metadata("p", i, 3), bytes([i]) * (i * 97))
+              for i in range(12)] + [f.encode_command(c.flow(9, 1000))]
+    stream = b"".join(frames)
+    dec = f.FrameDecoder()
+    out: list[f.Frame] = []
+    pos = 0
+    for cut in cuts * 50:
+        if pos >= len(stream):
+            break
+        out += dec.feed(stream[pos : pos + cut])
+        pos += cut
+    out += dec.feed(stream[pos:])
+    assert dec.buffered == 0
+    assert [fr.command.SerializeToString() for fr in out] == [fr.command.SerializeToString()
+                                                             for fr in f.FrameDecoder().feed(stream)]
+    assert [bytes(fr.payload()) for fr in out[:-1]] == [bytes([i]) * (i * 97) for i in range(12)]
+    assert all(fr.checksum_ok for fr in out[:-1])
 
 
 def test_frame_too_large_is_detected_from_the_header() -> None:
