@@ -157,6 +157,11 @@ class ClientConnection:
         except* ProtocolError as group:
             self.close_reason = f"protocol error: {group.exceptions[0]}"
             log.warning("closing %s: %s", self.url, group.exceptions[0])
+        except* errors.NotConnected:
+            # closed (close() from a handler, a producer, the user) while the reader still
+            # handled frames of the same read: an answer to one of them (a PONG) has nowhere to go
+            if not self.close_reason:
+                self.close_reason = "closed"
         except* Exception:  # a bug in a handler must not take the whole client down
             self.close_reason = "internal error"
             log.exception("connection %s failed", self.url)
