@@ -31,20 +31,46 @@ def id_suffixes(n: int) -> list[bytes]:
     return [b" " + _varint(i) + tail for i in range(n)]
 
 
+def _varints_of(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varint encodings of the non-negative ``x``: ``(bytes (len(x) x 10), sizes)``."""
+    out = np.zeros((len(x), 10), np.uint8)
+    sizes = np.ones(len(x), np.int64)
+    v = x.astype(np.int64)
+    for j in range(10):
+        low = (v & 0x7F).astype(np.uint8)
+        v = v >> 7
+        more = v > 0
+        out[:, j] = low | (more.astype(np.uint8) << 7)
+        if not more.any():
+            break
+        sizes += more
+    return out, sizes
+
+
 def _id_layout(n: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Where the message ids of a whole batch of ``n`` go when each is a ``head``-byte prefix and
     the suffix of its index: ``(suffix bytes, their places, the prefixes' places (n x head),
-    id sizes)``."""
+    id sizes)``. Built with numpy: batch sizes vary, so a layout is often new."""
     layout = _ID_LAYOUTS.get((n, head))
     if layout is None:
-        suffixes = id_suffixes(n)
-        sizes = np.array([len(s) for s in suffixes], np.int64)
+        index, index_sizes = _varints_of(np.arange(n))
+        tail = np.frombuffer(b"0" + _varint(n), np.uint8)
+        widest = int(index_sizes.max())
+        rows = np.zeros((n, 1 + widest + len(tail)), np.uint8)
+        rows[:, 0] = 0x20  # batch_index: field 4, varint
+        rows[:, 1:1 + widest] = index[:, :widest]
+        for w in range(1, widest + 1):  # batch_size (field 6) after each index's varint
+            rows[index_sizes == w, 1 + w:1 + w + len(tail)] = tail
+        suffix_sizes = 1 + index_sizes + len(tail)
+        suffix_bytes = rows[np.arange(rows.shape[1]) < suffix_sizes[:, None]]
+        sizes = suffix_sizes + head
         starts = np.zeros(n, np.int64)
-        np.cumsum(sizes[:-1] + head, out=starts[1:])
-        suffix_places = np.repeat(starts + head - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) \
-            + np.arange(int(sizes.sum()))
+        np.cumsum(sizes[:-1], out=starts[1:])
+        suffix_starts = np.zeros(n, np.int64)
+        np.cumsum(suffix_sizes[:-1], out=suffix_starts[1:])
+        suffix_places = np.repeat(starts + head - suffix_starts, suffix_sizes) + np.arange(len(suffix_bytes))
         prefix_places = starts[:, None] + np.arange(head)
-        layout = (np.frombuffer(b"".join(suffixes), np.uint8), suffix_places, prefix_places, sizes + head)
+        layout = (suffix_bytes, suffix_places, prefix_places, sizes)
         if len(_ID_LAYOUTS) > 1024:
             _ID_LAYOUTS.clear()
         _ID_LAYOUTS[(n, head)] = layout

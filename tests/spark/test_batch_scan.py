@@ -125,3 +125,17 @@ def test_a_wire_type_the_scan_does_not_know_goes_record_by_record(monkeypatch: p
     rows = _decode([(7, 0, meta, body)], 1, EARLIEST, LATEST, monkeypatch)
     assert rows.equals(_decode([(7, 0, meta, body)], 1 << 40, EARLIEST, LATEST, monkeypatch))
     assert rows.column("value")[-1].as_py() == b"ab"
+
+
+def test_message_ids_of_whole_batches_match_the_consumers_bytes() -> None:
+    from spark_connector.rows import message_id
+    from spark_connector.scanned_rows import message_ids
+
+    for n in (1, 127, 128, 129, 16384, 16385):
+        for partition, ledger, entry in ((-1, 0, 0), (3, 2**40, 130)):
+            prefix = entries.EntryDecoder(TOPIC, partition, EARLIEST, LATEST)._prefix(ledger, entry)
+            data, sizes = message_ids(prefix, n, None)
+            ends = sizes.cumsum()
+            for i in {0, 1, 127, 128, n // 2, n - 1} & set(range(n)):
+                got = bytes(data[ends[i] - sizes[i]:ends[i]])
+                assert got == message_id(partition, ledger, entry, i, n).serialize(), (n, i)
