@@ -166,10 +166,10 @@ class EntryDecoder:
 
             body = compression.decompress(meta.compression, payload, meta.uncompressed_size)
         else:
-            body = bytes(payload)
+            body = payload  # a view is copied once, when a run of batches is joined
         publish_us = publish * 1000
         if not meta.HasField("num_messages_in_batch"):
-            self._add_one(body, meta, self._prefix(ledger, entry), publish_us)
+            self._add_one(bytes(body), meta, self._prefix(ledger, entry), publish_us)
             return
         first = start.batch_index if (ledger, entry) == (start.ledger_id, start.entry_id) else 0
         last = end.batch_index if (ledger, entry) == (end.ledger_id, end.entry_id) else 1 << 31
@@ -180,7 +180,7 @@ class EntryDecoder:
                 self.run = ScannedRun()
             self.run.add(BatchEntry(body, n, self._prefix(ledger, entry), publish_us, max(first, 0), last))
         else:
-            self._add_batch(body, n, self._prefix(ledger, entry), publish_us, max(first, 0), last)
+            self._add_batch(bytes(body), n, self._prefix(ledger, entry), publish_us, max(first, 0), last)
 
     def _seal_props(self) -> None:
         if self.prop_offsets:
@@ -204,7 +204,7 @@ class EntryDecoder:
             if got is not None:
                 self._add_columns(*got)
             else:
-                self._add_batch(e.body, e.n, e.prefix, e.publish_us, e.first, e.last)
+                self._add_batch(bytes(e.body), e.n, e.prefix, e.publish_us, e.first, e.last)
                 self._seal_rows()
 
     def _add_columns(self, columns: Columns, props: list[list[tuple[str, str]]] | None) -> None:

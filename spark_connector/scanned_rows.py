@@ -103,7 +103,7 @@ def _spans(buffer: pa.Buffer, starts: np.ndarray, sizes: np.ndarray) -> pa.Array
 
 @dataclass
 class BatchEntry:
-    body: bytes  # the (decompressed) batch payload
+    body: bytes | memoryview  # the (decompressed) batch payload
     n: int  # num_messages_in_batch
     prefix: bytes  # message-id prefix (ledger, entry, partition)
     publish_us: int
