@@ -25,6 +25,7 @@ from .value_schema import ValueSchema
 _U32 = struct.Struct(">I").unpack_from
 _SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
 VECTOR_MIN = 32  # records in a batch from which the numpy scan beats the per-record loop
+BATCH_BYTES = 16 << 20  # a record batch ends at this many payload bytes, whatever recordBatchSize says
 
 
 def _suffixes(n: int) -> list[bytes]:
@@ -121,6 +122,7 @@ class EntryDecoder:
         # decoded batches: (value, __key, __messageId, __publishTime, __eventTime) arrays
         self.chunks_done: list[Columns] = []
         self.rows_done = 0
+        self.bytes = 0  # payload bytes taken since the last record batch
         self.run: ScannedRun | None = None  # batched entries since the last of those, not decoded yet
         # rows appended one by one since the last of those
         self.values: list[bytes] = []
@@ -168,6 +170,7 @@ class EntryDecoder:
         else:
             body = payload  # a view is copied once, when a run of batches is joined
         publish_us = publish * 1000
+        self.bytes += len(body)
         if not meta.HasField("num_messages_in_batch"):
             self._add_one(bytes(body), meta, self._prefix(ledger, entry), publish_us)
             return
@@ -329,7 +332,7 @@ class EntryDecoder:
         try:
             for item in entries:
                 self.add_entry(item[0], item[1], item[2], item[3])
-                if len(self) >= batch_rows:
+                if len(self) >= batch_rows or self.bytes >= BATCH_BYTES:
                     yield self.flush()
                 if self.done:
                     break

@@ -139,3 +139,16 @@ def test_message_ids_of_whole_batches_match_the_consumers_bytes() -> None:
             for i in {0, 1, 127, 128, n // 2, n - 1} & set(range(n)):
                 got = bytes(data[ends[i] - sizes[i]:ends[i]])
                 assert got == message_id(partition, ledger, entry, i, n).serialize(), (n, i)
+
+
+def test_record_batches_end_at_a_byte_budget_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(entries, "BATCH_BYTES", 50_000)
+    rnd = random.Random(5)
+    items = []
+    for entry in range(6):  # 40 records of 1000 bytes an entry: 40 KB
+        meta = MessageMetadata(producer_name="p", sequence_id=entry, publish_time=1, num_messages_in_batch=40)
+        body = _batch([(SingleMessageMetadata(payload_size=1000), rnd.randbytes(1000)) for _ in range(40)])
+        items.append((7, entry, meta, body))
+    d = entries.EntryDecoder(TOPIC, 2, EARLIEST, LATEST)
+    sizes = [b.num_rows for b in d.batches(iter(items), 1 << 20)]
+    assert sizes == [80, 80, 80]  # a batch ends at the entry that reaches 50 KB, not at 1M rows
