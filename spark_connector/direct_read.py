@@ -22,13 +22,15 @@ from .entries import EntryDecoder
 from .pump import Put, pumped
 from .value_schema import ValueSchema
 
-READ_CHUNK = 256  # entries per bookie read request
+READ_BYTES = 2 << 20  # about this much per bookie read request: the first rows reach Spark sooner
+READ_CHUNK_MIN, READ_CHUNK_MAX = 16, 1024  # entries per read request
 
 
-def _ledger_ranges(ledgers: tuple, start: Pos, end: Pos) -> list[tuple[int, int, int]]:
-    """``(ledger_id, first_entry, last_entry)`` covering ``[start, end)`` (entry granularity)."""
+def _ledger_ranges(ledgers: tuple, start: Pos, end: Pos) -> list[tuple[int, int, int, int]]:
+    """``(ledger_id, first_entry, last_entry, entries per read)`` covering ``[start, end)``
+    (entry granularity); a read asks for about READ_BYTES of the ledger's average entry."""
     out = []
-    for lid, entries, _ in ledgers:
+    for lid, entries, size in ledgers:
         if entries <= 0 or lid < start.ledger_id or lid > end.ledger_id:
             continue
         first = max(start.entry_id, 0) if lid == start.ledger_id else 0
@@ -36,7 +38,8 @@ def _ledger_ranges(ledgers: tuple, start: Pos, end: Pos) -> list[tuple[int, int,
         if lid == end.ledger_id:
             last = min(last, end.entry_id if end.batch_index >= 0 else end.entry_id - 1)
         if last >= first:
-            out.append((lid, first, last))
+            chunk = READ_BYTES // max(size // entries, 1) if size > 0 else READ_CHUNK_MAX
+            out.append((lid, first, last, min(max(chunk, READ_CHUNK_MIN), READ_CHUNK_MAX)))
     return out
 
 
@@ -60,13 +63,13 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
             store = await open_store(metadata_url)
         try:
             async with BookKeeper(store, ClientConfig()) as bk:
-                for lid, first, last in _ledger_ranges(ledgers, start, end):
+                for lid, first, last, chunk in _ledger_ranges(ledgers, start, end):
                     lh = await bk.open_ledger(lid, password, recovery=False)
                     try:
-                        for lo in range(first, last + 1, READ_CHUNK):
+                        for lo in range(first, last + 1, chunk):
                             if stop.is_set():
                                 return
-                            got = await lh.read_unconfirmed(lo, min(last, lo + READ_CHUNK - 1))
+                            got = await lh.read_unconfirmed(lo, min(last, lo + chunk - 1))
                             parsed = [parse_entry(e.data) for e in got]
                             await put([(lid, e.entry_id, p.metadata, p.payload) for e, p in zip(got, parsed)])
                     finally:

@@ -2,10 +2,11 @@
 
 An entry is what a producer sent: ``MessageMetadata`` + payload, the payload a batch of
 ``[u32 size][SingleMessageMetadata][body]`` records when ``num_messages_in_batch`` is set.
-Rows are appended to per-column lists a whole entry at a time: the entry's publish time, its
-message-id prefix and the id suffixes of a batch size are computed once per entry (or once per
-batch size), and each record's ``SingleMessageMetadata`` is read by a small inline scanner (the
-fields a row needs: key, size, event time, properties), with protobuf only for rare fields.
+A batch of ``VECTOR_MIN`` records or more is decoded without per-record Python: its records are
+located and their metadata read by :func:`scan_batch` (numpy), and a run of such entries becomes
+Arrow columns at once (:class:`ScannedRun`). Smaller batches, single messages, and batches the scan does not vouch for are
+appended row by row to per-column lists (an inline scanner reads each record's metadata, with
+protobuf only for rare fields). Both kinds keep their order in the record batches.
 """
 
 from __future__ import annotations
@@ -13,21 +14,24 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from .positions import Pos
 from .rows import ARROW_SCHEMA, _varint
+from .scanned_rows import TS, BatchEntry, Columns, ScannedRun, id_suffixes
 from .value_schema import ValueSchema
 
 _U32 = struct.Struct(">I").unpack_from
 _SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
+VECTOR_MIN = 32  # records in a batch from which the numpy scan beats the per-record loop
+BATCH_BYTES = 16 << 20  # a record batch ends at this many payload bytes, whatever recordBatchSize says
 
 
 def _suffixes(n: int) -> list[bytes]:
     s = _SUFFIXES.get(n)
     if s is None:
-        tail = b"0" + _varint(n)
-        s = _SUFFIXES[n] = [b" " + _varint(i) + tail for i in range(n)]
+        s = _SUFFIXES[n] = id_suffixes(n)
     return s
 
 
@@ -115,17 +119,25 @@ class EntryDecoder:
         self._reset()
 
     def _reset(self) -> None:
+        # decoded batches: (value, __key, __messageId, __publishTime, __eventTime) arrays
+        self.chunks_done: list[Columns] = []
+        self.rows_done = 0
+        self.bytes = 0  # payload bytes taken since the last record batch
+        self.run: ScannedRun | None = None  # batched entries since the last of those, not decoded yet
+        # rows appended one by one since the last of those
         self.values: list[bytes] = []
         self.keys: list[str | None] = []
         self.ids: list[bytes] = []
         self.publish: list[int] = []
         self.event: list[int | None] = []
-        self.prop_offsets: list[int] = [0]
+        # each row's end in prop_keys: numpy chunks, then a list for the rows since the last chunk
+        self.prop_offset_chunks: list[np.ndarray] = []
+        self.prop_offsets: list[int] = []
         self.prop_keys: list[str] = []
         self.prop_values: list[str] = []
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.rows_done + len(self.values) + (self.run.rows if self.run is not None else 0)
 
     def _prefix(self, ledger: int, entry: int) -> bytes:
         return b"\x08" + _varint(ledger) + b"\x10" + _varint(entry) + self._part
@@ -156,16 +168,76 @@ class EntryDecoder:
 
             body = compression.decompress(meta.compression, payload, meta.uncompressed_size)
         else:
-            body = bytes(payload)
+            body = payload  # a view is copied once, when a run of batches is joined
         publish_us = publish * 1000
+        self.bytes += len(body)
         if not meta.HasField("num_messages_in_batch"):
-            self._add_one(body, meta, self._prefix(ledger, entry), publish_us)
+            self._add_one(bytes(body), meta, self._prefix(ledger, entry), publish_us)
             return
         first = start.batch_index if (ledger, entry) == (start.ledger_id, start.entry_id) else 0
         last = end.batch_index if (ledger, entry) == (end.ledger_id, end.entry_id) else 1 << 31
-        self._add_batch(body, meta.num_messages_in_batch, self._prefix(ledger, entry), publish_us, max(first, 0), last)
+        n = meta.num_messages_in_batch
+        if n >= VECTOR_MIN:
+            self._seal_rows()
+            if self.run is None:
+                self.run = ScannedRun()
+            self.run.add(BatchEntry(body, n, self._prefix(ledger, entry), publish_us, max(first, 0), last))
+        else:
+            self._add_batch(bytes(body), n, self._prefix(ledger, entry), publish_us, max(first, 0), last)
+
+    def _seal_props(self) -> None:
+        if self.prop_offsets:
+            self.prop_offset_chunks.append(np.array(self.prop_offsets, np.int32))
+            self.prop_offsets = []
+
+    def _seal_run(self) -> None:
+        """The batched entries added since the last row-by-row one: scanned together, or one by
+        one when they do not scan together, or record by record when one does not scan."""
+        run, self.run = self.run, None
+        if run is None:
+            return
+        got = run.columns()
+        if got is not None:
+            self._add_columns(*got)
+            return
+        for e in run.entries:
+            one = ScannedRun()
+            one.add(e)
+            got = one.columns()
+            if got is not None:
+                self._add_columns(*got)
+            else:
+                self._add_batch(bytes(e.body), e.n, e.prefix, e.publish_us, e.first, e.last)
+                self._seal_rows()
+
+    def _add_columns(self, columns: Columns, props: list[list[tuple[str, str]]] | None) -> None:
+        self.chunks_done.append(columns)
+        self.rows_done += len(columns[0])
+        pk, pv = self.prop_keys, self.prop_values
+        self._seal_props()
+        if props is None:
+            self.prop_offset_chunks.append(np.full(len(columns[0]), len(pk), np.int32))
+            return
+        po = self.prop_offsets
+        for kvs in props:
+            for k, v in kvs:
+                pk.append(k)
+                pv.append(v)
+            po.append(len(pk))
+
+    def _seal_rows(self) -> None:
+        """The rows appended one by one so far become a chunk (keeps row order before a scanned batch)."""
+        if not self.values:
+            return
+        n = len(self.values)
+        self.chunks_done.append((pa.array(self.values, pa.binary()), pa.array(self.keys, pa.string()),
+                                 pa.array(self.ids, pa.binary()), pa.array(self.publish, TS),
+                                 pa.array(self.event, TS)))
+        self.rows_done += n
+        self.values, self.keys, self.ids, self.publish, self.event = [], [], [], [], []
 
     def _add_one(self, body: bytes, meta: Any, mid: bytes, publish_us: int) -> None:
+        self._seal_run()
         self.values.append(body)
         self.keys.append(meta.partition_key or None)
         self.ids.append(mid)
@@ -177,6 +249,7 @@ class EntryDecoder:
         self.prop_offsets.append(len(self.prop_keys))
 
     def _add_batch(self, buf: bytes, n: int, prefix: bytes, publish_us: int, first: int, last: int) -> None:
+        self._seal_run()
         values, keys, events = self.values, self.keys, self.event
         pk, pv, po = self.prop_keys, self.prop_values, self.prop_offsets
         suffixes = _suffixes(n)
@@ -185,6 +258,8 @@ class EntryDecoder:
         pos = 0
         taken = 0
         for i in range(min(n, last)):
+            if pos + 4 > total:
+                raise ValueError(f"batch record {i} of {n}: the batch ends before it")
             (msize,) = _U32(buf, pos)
             pos += 4
             mend = pos + msize
@@ -217,7 +292,7 @@ class EntryDecoder:
             if i < first or compacted:
                 continue
             values.append(buf[mend:pos])
-            keys.append(key)
+            keys.append(key or None)
             events.append(event * 1000 if event else None)
             ids.append(prefix + suffixes[i])
             if props:
@@ -257,7 +332,7 @@ class EntryDecoder:
         try:
             for item in entries:
                 self.add_entry(item[0], item[1], item[2], item[3])
-                if len(self) >= batch_rows:
+                if len(self) >= batch_rows or self.bytes >= BATCH_BYTES:
                     yield self.flush()
                 if self.done:
                     break
@@ -269,18 +344,27 @@ class EntryDecoder:
                 close()
 
     def flush(self) -> pa.RecordBatch:
-        n = len(self.values)
-        props = pa.MapArray.from_arrays(pa.array(self.prop_offsets, pa.int32()), pa.array(self.prop_keys, pa.string()),
+        self._seal_rows()
+        self._seal_run()
+        chunks = self.chunks_done
+        columns = [c[0] if len(chunks) == 1 else pa.concat_arrays(c) for c in zip(*chunks)] if chunks \
+            else [pa.array([], pa.binary()), pa.array([], pa.string()), pa.array([], pa.binary()),
+                  pa.array([], TS), pa.array([], TS)]
+        value_col, key_col, id_col, publish_col, event_col = columns
+        n = len(value_col)
+        self._seal_props()
+        offsets = np.concatenate([np.zeros(1, np.int32), *self.prop_offset_chunks])
+        props = pa.MapArray.from_arrays(pa.array(offsets), pa.array(self.prop_keys, pa.string()),
                                         pa.array(self.prop_values, pa.string()))
-        values: list[Any] = [pa.array(self.values, pa.binary())] if self.value_schema is None \
-            else self.value_schema.decode(self.values, self.ids)
+        values: list[Any] = [value_col] if self.value_schema is None \
+            else self.value_schema.decode(value_col.to_pylist(), id_col.to_pylist())
         arrays: list[Any] = [
             *values,
-            pa.array(self.keys, pa.string()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array(self.ids, pa.binary()),
-            pa.array(self.publish, pa.timestamp("us", tz="UTC")),
-            pa.array(self.event, pa.timestamp("us", tz="UTC")),
+            key_col,
+            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            id_col,
+            publish_col,
+            event_col,
             props,
         ]
         self._reset()

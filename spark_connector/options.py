@@ -205,7 +205,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         or 64 << 20,
         entries_per_partition=_int(opts, names.get("entriesperpartition", ""), "entriesperpartition", 200_000, 1)
         or 200_000,
-        record_batch_size=_int(opts, names.get("recordbatchsize", ""), "recordbatchsize", 8192, 1) or 8192,
+        record_batch_size=_int(opts, names.get("recordbatchsize", ""), "recordbatchsize", 65536, 1) or 65536,
         write_id=opts.get("writeid") or uuid.uuid4().hex,
         fail_after_rows=_int(opts, "test.failAfterRows", "test.failafterrows", None),
         client_conf=client_conf,

@@ -1,0 +1,187 @@
+"""Batched entries -> Arrow columns, a whole run of entries at once.
+
+The run's payloads are joined into one buffer and scanned as one batch (:func:`scan_batch`:
+consecutive batches chain like the records inside one), so every numpy and Arrow call is paid
+once per record batch, not once per entry. Values and keys are ``take``n from a binary array
+over that buffer whose offsets interleave each record's start and end (the odd elements are the
+bytes between records). A message id is the entry's prefix and the record's ``batch_index`` and
+``batch_size`` fields: numpy places an entry's ids with a layout cached per (batch size, prefix
+length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .batch_records import PAD, Records, scan_batch
+from .rows import _varint
+
+TS = pa.timestamp("us", tz="UTC")
+_ID_LAYOUTS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+_ZEROS = bytes(PAD)
+Columns = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]  # value, key, id, publish, event
+
+
+def id_suffixes(n: int) -> list[bytes]:
+    """The ``batch_index`` and ``batch_size`` fields of each message id of a batch of ``n``."""
+    tail = b"0" + _varint(n)
+    return [b" " + _varint(i) + tail for i in range(n)]
+
+
+def _varints_of(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varint encodings of the non-negative ``x``: ``(bytes (len(x) x 10), sizes)``."""
+    out = np.zeros((len(x), 10), np.uint8)
+    sizes = np.ones(len(x), np.int64)
+    v = x.astype(np.int64)
+    for j in range(10):
+        low = (v & 0x7F).astype(np.uint8)
+        v = v >> 7
+        more = v > 0
+        out[:, j] = low | (more.astype(np.uint8) << 7)
+        if not more.any():
+            break
+        sizes += more
+    return out, sizes
+
+
+def _id_layout(n: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where the message ids of a whole batch of ``n`` go when each is a ``head``-byte prefix and
+    the suffix of its index: ``(suffix bytes, their places, the prefixes' places (n x head),
+    id sizes)``. Built with numpy: batch sizes vary, so a layout is often new."""
+    layout = _ID_LAYOUTS.get((n, head))
+    if layout is None:
+        index, index_sizes = _varints_of(np.arange(n))
+        tail = np.frombuffer(b"0" + _varint(n), np.uint8)
+        widest = int(index_sizes.max())
+        rows = np.zeros((n, 1 + widest + len(tail)), np.uint8)
+        rows[:, 0] = 0x20  # batch_index: field 4, varint
+        rows[:, 1:1 + widest] = index[:, :widest]
+        for w in range(1, widest + 1):  # batch_size (field 6) after each index's varint
+            rows[index_sizes == w, 1 + w:1 + w + len(tail)] = tail
+        suffix_sizes = 1 + index_sizes + len(tail)
+        suffix_bytes = rows[np.arange(rows.shape[1]) < suffix_sizes[:, None]]
+        sizes = suffix_sizes + head
+        starts = np.zeros(n, np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        suffix_starts = np.zeros(n, np.int64)
+        np.cumsum(suffix_sizes[:-1], out=suffix_starts[1:])
+        suffix_places = np.repeat(starts + head - suffix_starts, suffix_sizes) + np.arange(len(suffix_bytes))
+        prefix_places = starts[:, None] + np.arange(head)
+        layout = (suffix_bytes, suffix_places, prefix_places, sizes)
+        if len(_ID_LAYOUTS) > 1024:
+            _ID_LAYOUTS.clear()
+        _ID_LAYOUTS[(n, head)] = layout
+    return layout
+
+
+def message_ids(prefix: bytes, n: int, keep: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(bytes, sizes)`` of the message ids of the records ``keep`` (None: all) of an entry of
+    ``n`` whose id prefix is ``prefix``, laid end to end."""
+    if keep is not None:
+        suffixes = id_suffixes(n)
+        ids = [prefix + suffixes[i] for i in keep.tolist()]
+        return np.frombuffer(b"".join(ids), np.uint8), np.array([len(i) for i in ids], np.int64)
+    suffix_bytes, suffix_places, prefix_places, sizes = _id_layout(n, len(prefix))
+    out = np.empty(int(sizes.sum()), np.uint8)
+    out[suffix_places] = suffix_bytes
+    out[prefix_places] = np.frombuffer(prefix, np.uint8)
+    return out, sizes
+
+
+def _spans(buffer: pa.Buffer, starts: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """A binary array of ``2n-1`` slices of ``buffer`` (no copy) whose even elements are
+    ``buffer[starts[i]:starts[i] + sizes[i]]`` (the odd ones are the gaps between them)."""
+    n = len(starts)
+    offsets = np.empty(2 * n, np.int64)
+    offsets[0::2] = starts
+    offsets[1::2] = starts + sizes
+    return pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(offsets), buffer])
+
+
+@dataclass
+class BatchEntry:
+    body: bytes | memoryview  # the (decompressed) batch payload
+    n: int  # num_messages_in_batch
+    prefix: bytes  # message-id prefix (ledger, entry, partition)
+    publish_us: int
+    first: int  # records [first, last) are in the read's range
+    last: int
+
+
+class ScannedRun:
+    """Consecutive batched entries, decoded together by :meth:`columns`."""
+
+    def __init__(self) -> None:
+        self.entries: list[BatchEntry] = []
+        self.rows = 0  # rows in range (before compacted-out records are dropped)
+
+    def add(self, entry: BatchEntry) -> None:
+        self.entries.append(entry)
+        self.rows += max(min(entry.n, entry.last) - entry.first, 0)
+
+    def columns(self) -> tuple[Columns, list[list[tuple[str, str]]] | None] | None:
+        """The run's rows and their properties (None: no row has any), or None when the joined
+        payloads do not scan as one batch: then decode the entries one by one."""
+        entries = self.entries
+        sizes = [len(e.body) for e in entries]
+        total = sum(sizes)
+        joined = b"".join([*(e.body for e in entries), _ZEROS])
+        counts = [e.n for e in entries]
+        n = sum(counts)
+        rec = scan_batch(joined, n, total)
+        if rec is None:
+            return None
+        bases = np.zeros(len(entries), np.int64)
+        np.cumsum(sizes[:-1], out=bases[1:])
+        firsts = np.zeros(len(entries), np.int64)
+        np.cumsum(counts[:-1], out=firsts[1:])
+        if not (rec.meta_start[firsts] - 4 == bases).all():
+            return None  # an entry's records do not tile its payload (trailing bytes)
+        cut = [(i, e) for i, e in enumerate(entries) if e.first > 0 or e.last < e.n]
+        keep: np.ndarray | None = None
+        if cut or rec.compacted.any():
+            mask = ~rec.compacted
+            for i, e in cut:
+                mask[firsts[i]:firsts[i] + min(e.first, e.n)] = False
+                mask[firsts[i] + min(e.last, e.n):firsts[i] + e.n] = False
+            keep = np.flatnonzero(mask)
+        id_bytes, id_sizes, kept = [], [], []
+        for i, e in enumerate(entries):
+            local = None if keep is None else keep[(keep >= firsts[i]) & (keep < firsts[i] + e.n)] - firsts[i]
+            if local is not None and len(local) == e.n:
+                local = None
+            ib, isz = message_ids(e.prefix, e.n, local)
+            id_bytes.append(ib)
+            id_sizes.append(isz)
+            kept.append(e.n if local is None else len(local))
+        rows = n if keep is None else len(keep)
+        buffer = pa.py_buffer(joined)
+        pick_index = np.arange(0, 2 * n, 2, dtype=np.int64) if keep is None else 2 * keep
+        pick = pa.array(pick_index)
+        values = _spans(buffer, rec.value_start, rec.value_size).take(pick).cast(pa.binary())
+        key_size = rec.key_size if keep is None else rec.key_size[keep]
+        has_key = key_size > 0  # an empty key reads as none, as for a single message
+        if has_key.all():
+            keys = _spans(buffer, rec.key_start, np.maximum(rec.key_size, 0)).take(pick)
+        elif has_key.any():
+            keys = _spans(buffer, rec.key_start, np.maximum(rec.key_size, 0)).take(pa.array(pick_index, mask=~has_key))
+        else:
+            keys = pa.nulls(rows, pa.large_binary())
+        keys = keys.cast(pa.large_string()).cast(pa.string())  # checks UTF-8 as a str decode would
+        id_offsets = np.zeros(rows + 1, np.int32)
+        np.cumsum(np.concatenate(id_sizes), out=id_offsets[1:])
+        ids = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(id_offsets),
+                                                       pa.py_buffer(np.concatenate(id_bytes))])
+        event = rec.event_time if keep is None else rec.event_time[keep]
+        events = pa.array(event * 1000, TS, mask=event == 0) if event.any() else pa.nulls(rows, TS)
+        publish = pa.array(np.repeat(np.array([e.publish_us for e in entries], np.int64), kept), TS)
+        props = None
+        if rec.properties:
+            from .entries import _kv
+
+            props = [[_kv(joined, s, s + z) for s, z in rec.properties.get(i, ())]
+                     for i in (range(n) if keep is None else keep.tolist())]
+        return (values, keys, ids, publish, events), props
