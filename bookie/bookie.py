@@ -155,6 +155,7 @@ class Bookie:
         """Apply every journal record after the mark: data, master keys, fences, LACs."""
         storage = self.storage
         n = 0
+        no_flush = False  # the disk is full: the rest stays in memory (and in the journal)
         for rec in replay_records(self.journal.current_dir, mark):
             lid, eid = rec.ledger_id, rec.entry_id
             if eid >= 0:
@@ -163,8 +164,17 @@ class Bookie:
                 if storage.states.get(lid) is None:
                     storage.create_ledger(lid, b"")
                 lac = entry_lac(rec.payload)
-                while not storage.try_add(lid, eid, rec.payload, lac):
-                    await storage.checkpoint(None)  # flush only: the mark must not move yet
+                while not storage.try_add(lid, eid, rec.payload, lac, force=no_flush):
+                    try:
+                        await storage.checkpoint(None)  # flush only: the mark must not move yet
+                    except DiskFullError as exc:
+                        # Start read-only rather than not at all: the entries left to replay
+                        # go past the write cache's limit (no more than the cache and the
+                        # journal held before the restart); the journal keeps them until a
+                        # checkpoint succeeds once space returns.
+                        log.warning("journal replay cannot flush (%s): the rest stays in memory", exc)
+                        self.registration.disk_full(str(exc))
+                        no_flush = True
             elif eid == jf.ENTRY_ID_MASTER_KEY:
                 if not storage.is_deleted(lid):
                     storage.set_master_key(lid, rec.body)

@@ -184,11 +184,13 @@ class LedgerStorage:
 
     # --- adds ------------------------------------------------------------------------------
 
-    def try_add(self, ledger_id: int, entry_id: int, data: bytes, lac: int, st: LedgerState | None = None) -> bool:
+    def try_add(self, ledger_id: int, entry_id: int, data: bytes, lac: int, st: LedgerState | None = None,
+                force: bool = False) -> bool:
         """Put an entry into the write cache; False when the cache is full (throttle).
-        ``st`` is the ledger's state if the caller already looked it up (the add hot path)."""
+        ``st`` is the ledger's state if the caller already looked it up (the add hot path);
+        ``force`` puts it past the cache's limit (see ``WriteCache.put``)."""
         wc = self.write_cache
-        if not wc.put(ledger_id, entry_id, data):
+        if not wc.put(ledger_id, entry_id, data, force):
             self.request_flush()
             return False
         if wc.active.size >= wc.half_limit:

@@ -34,12 +34,13 @@ class WriteCache:
     def is_full(self) -> bool:
         return self.active.size >= self.half_limit
 
-    def put(self, ledger_id: int, entry_id: int, data: bytes) -> bool:
+    def put(self, ledger_id: int, entry_id: int, data: bytes, force: bool = False) -> bool:
         """Store an entry; False if the active half has no room (an oversized entry still
-        fits into an empty half so it can never block forever)."""
+        fits into an empty half so it can never block forever). ``force`` stores it past the
+        limit (a journal replay that cannot flush: the disk is full)."""
         half = self.active
         n = len(data)
-        if half.size + n > self.half_limit and half.size > 0:
+        if half.size + n > self.half_limit and half.size > 0 and not force:
             return False
         key = (ledger_id, entry_id)
         old = half.entries.get(key)
