@@ -187,3 +187,18 @@ def test_end_of_ledger_offsets_and_consumed_ledgers() -> None:
     assert check_data_loss(consumed, Pos(1, 10), True, "q") == Pos(3, 0)
     with pytest.raises(PulsarDataLossError):
         check_data_loss(consumed, Pos(1, 4), True, "q")
+
+
+def test_admin_sessions_share_one_verifying_tls_context() -> None:
+    # each query opens admin sessions on the driver: the CA bundle is loaded once per process,
+    # and the shared context still verifies certificates and host names
+    import ssl
+
+    from clients.admin_http import AdminHttp
+
+    a, b = AdminHttp("http://h:8080"), AdminHttp("https://h:8443")
+    ctx_a = a.http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    ctx_b = b.http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    assert ctx_a is ctx_b and ctx_a.verify_mode == ssl.CERT_REQUIRED and ctx_a.check_hostname
+    insecure = AdminHttp("https://h:8443", tls_allow_insecure_connection=True)
+    assert insecure.http._transport._pool._ssl_context is not ctx_a  # type: ignore[attr-defined]
