@@ -10,6 +10,8 @@ https -> http redirect is refused: no credentials in clear."""
 
 from __future__ import annotations
 
+import functools
+import ssl
 from typing import Any
 
 import httpx
@@ -23,17 +25,24 @@ class AdminRedirectError(httpx.HTTPError):
     """A redirect this session will not follow (https -> http, or too many)."""
 
 
+@functools.cache
+def _default_verify() -> ssl.SSLContext:
+    """httpx's default verification context, built once per process: loading the CA bundle
+    costs 30-170 ms per ``httpx.Client`` otherwise (the Spark connector opens one per query)."""
+    return httpx.create_ssl_context()
+
+
 class AdminHttp:
     def __init__(self, url: str, *, authentication: Authentication | None = None,
                  tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
                  tls_validate_hostname: bool = True, timeout: float = 30.0) -> None:
-        verify: Any = True
+        verify: Any = None
         if tls_allow_insecure_connection or tls_trust_certs_file_path or isinstance(authentication, AuthenticationTLS):
             verify = tls_context(trust_certs_file_path=tls_trust_certs_file_path,
                                  allow_insecure_connection=tls_allow_insecure_connection,
                                  validate_hostname=tls_validate_hostname, authentication=authentication)
         self.authentication = authentication
-        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, verify=verify)
+        self.http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, verify=verify or _default_verify())
 
     def headers(self) -> dict[str, str]:
         # asked per request: a token read from a file follows the file

@@ -10,7 +10,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from .admin import AdminClient
 from .options import PulsarOptions
 from .planner import check_data_loss, partition_info, resolve_end, resolve_start, resolve_topics, \
-    split_ranges, topic_partitions
+    entries_between, pack_ranges, range_bytes, split_ranges, topic_partitions
 from .positions import Pos
 
 
@@ -23,9 +23,18 @@ class RangePartition(InputPartition):
         self.ledgers = ledgers  # for readMode=direct: ((ledger_id, entries, size), ...)
 
 
-def plan_batch(opts: PulsarOptions) -> list[RangePartition]:
+class PackedPartition(InputPartition):
+    """Several small ranges read one after another by one task (see ``planner.pack_ranges``)."""
+
+    def __init__(self, parts: tuple[RangePartition, ...]) -> None:
+        super().__init__(tuple(p.value for p in parts))
+        self.parts = parts
+
+
+def plan_batch(opts: PulsarOptions) -> list[RangePartition | PackedPartition]:
     admin = AdminClient.for_options(opts)
     parts: list[RangePartition] = []
+    sizes: list[tuple[int, int]] = []
     for tp in topic_partitions(resolve_topics(opts, admin), admin):
         info = partition_info(admin, tp)
         end = resolve_end(opts.ending_offsets, tp, info)
@@ -34,7 +43,10 @@ def plan_batch(opts: PulsarOptions) -> list[RangePartition]:
         start = check_data_loss(info, resolve_start(opts.starting_offsets, tp, info), opts.fail_on_data_loss)
         for lo, hi in split_ranges(info, start, end, opts.entries_per_partition, opts.bytes_per_partition):
             parts.append(RangePartition(tp, str(lo), str(hi), info.ledgers))
-    return parts
+            # a range of unknown size is a task of its own
+            sizes.append((range_bytes(info, lo, hi) or opts.bytes_per_partition, entries_between(info, lo, hi)))
+    return [parts[p[0]] if len(p) == 1 else PackedPartition(tuple(parts[i] for i in p))
+            for p in pack_ranges(sizes, opts.bytes_per_partition, opts.entries_per_partition, opts.min_partitions)]
 
 
 def read_partition(opts: PulsarOptions, part: RangePartition, *, starting_time: int | None = None,
@@ -55,11 +67,16 @@ class PulsarBatchReader(DataSourceReader):
     def __init__(self, opts: PulsarOptions) -> None:
         self.opts = opts
 
-    def partitions(self) -> list[RangePartition]:
+    def partitions(self) -> list[RangePartition | PackedPartition]:
         return plan_batch(self.opts)
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        if not isinstance(partition, RangePartition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, PackedPartition):
+            parts = partition.parts
+        elif isinstance(partition, RangePartition):
+            parts = (partition,)
+        else:
             return  # no partitions planned: Spark still runs one task with a bare InputPartition
-        yield from read_partition(self.opts, partition, starting_time=self.opts.starting_time,
-                                  ending_time=self.opts.ending_time)
+        for part in parts:
+            yield from read_partition(self.opts, part, starting_time=self.opts.starting_time,
+                                      ending_time=self.opts.ending_time)

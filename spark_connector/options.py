@@ -25,7 +25,8 @@ KNOWN = {
     "startingoffsets": "read", "endingoffsets": "read", "startingtime": "read", "endingtime": "read",
     "failondataloss": "read", "maxentriespertrigger": "read", "maxbytespertrigger": "read",
     "subscriptionprefix": "read", "predefinedsubscription": "read", "polltimeoutms": "all",
-    "readmode": "read", "entriesperpartition": "read", "bytesperpartition": "read", "recordbatchsize": "read",
+    "readmode": "read", "entriesperpartition": "read", "bytesperpartition": "read", "minpartitions": "read",
+    "recordbatchsize": "read",
     "writeid": "write", "test.failafterrows": "write",
 }
 
@@ -36,7 +37,7 @@ CANONICAL = {k.lower(): k for k in (
     "service.url", "admin.url", "metadata.url", "topic", "topics", "topicsPattern", "startingOffsets",
     "endingOffsets", "startingTime", "endingTime", "failOnDataLoss", "maxEntriesPerTrigger",
     "maxBytesPerTrigger", "subscriptionPrefix", "predefinedSubscription", "pollTimeoutMs", "readMode",
-    "entriesPerPartition", "bytesPerPartition", "recordBatchSize", "writeId", "test.failAfterRows")}
+    "entriesPerPartition", "bytesPerPartition", "minPartitions", "recordBatchSize", "writeId", "test.failAfterRows")}
 
 
 @dataclass
@@ -60,6 +61,7 @@ class PulsarOptions:
     read_mode: str
     entries_per_partition: int
     bytes_per_partition: int
+    min_partitions: int | None
     record_batch_size: int
     write_id: str
     fail_after_rows: int | None
@@ -205,6 +207,7 @@ def parse_options(raw: Mapping[str, str], *, purpose: str, streaming: bool = Fal
         or 64 << 20,
         entries_per_partition=_int(opts, names.get("entriesperpartition", ""), "entriesperpartition", 200_000, 1)
         or 200_000,
+        min_partitions=_int(opts, names.get("minpartitions", ""), "minpartitions", None, 1),
         record_batch_size=_int(opts, names.get("recordbatchsize", ""), "recordbatchsize", 65536, 1) or 65536,
         write_id=opts.get("writeid") or uuid.uuid4().hex,
         fail_after_rows=_int(opts, "test.failAfterRows", "test.failafterrows", None),

@@ -187,3 +187,36 @@ def test_end_of_ledger_offsets_and_consumed_ledgers() -> None:
     assert check_data_loss(consumed, Pos(1, 10), True, "q") == Pos(3, 0)
     with pytest.raises(PulsarDataLossError):
         check_data_loss(consumed, Pos(1, 4), True, "q")
+
+
+def test_admin_sessions_share_one_verifying_tls_context() -> None:
+    # each query opens admin sessions on the driver: the CA bundle is loaded once per process,
+    # and the shared context still verifies certificates and host names
+    import ssl
+
+    from clients.admin_http import AdminHttp
+
+    a, b = AdminHttp("http://h:8080"), AdminHttp("https://h:8443")
+    ctx_a = a.http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    ctx_b = b.http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    assert ctx_a is ctx_b and ctx_a.verify_mode == ssl.CERT_REQUIRED and ctx_a.check_hostname
+    insecure = AdminHttp("https://h:8443", tls_allow_insecure_connection=True)
+    assert insecure.http._transport._pool._ssl_context is not ctx_a  # type: ignore[attr-defined]
+
+
+def test_small_ranges_are_packed_into_tasks() -> None:
+    from spark_connector.planner import pack_ranges, range_bytes
+
+    assert range_bytes(INFO, EARLIEST, Pos(9, 5)) == 3500 and range_bytes(INFO, Pos(7, 10), Pos(9, 0)) == 1000
+    mb, many = 1 << 20, 10**9
+    # four 25 MB topic-partitions: two tasks of 50 MB (one wave on two cores), not four
+    assert pack_ranges([(25 * mb, 250)] * 4, 64 * mb, many) == [[0, 1], [2, 3]]
+    assert pack_ranges([(25 * mb, 250)] * 4, 64 * mb, many, min_parts=4) == [[0], [1], [2], [3]]
+    assert pack_ranges([(25 * mb, 250)] * 4, 64 * mb, many, min_parts=3) == [[0], [1], [2], [3]]
+    assert pack_ranges([(25 * mb, 250)] * 4, 64 * mb, 600) == [[0, 1], [2, 3]]
+    assert pack_ranges([(25 * mb, 250)] * 4, 64 * mb, 400) == [[0], [1], [2], [3]]  # entriesPerPartition holds
+    assert pack_ranges([(80 * mb, 1), (1, 1), (2, 1), (70 * mb, 1), (3, 1)], 64 * mb, many) == [[0], [1, 2], [3], [4]]
+    assert pack_ranges([(1, 1), (1, 1), (9, 1), (1, 1)], 64 * mb, many, min_parts=3) == [[0, 1], [2], [3]]
+    assert pack_ranges([(1, 1)] * 2, 64 * mb, many, min_parts=3) == [[0], [1]]
+    assert pack_ranges([], 64 * mb, many) == [] and pack_ranges([(0, 1)] * 3, 64 * mb, many) == [[0, 1, 2]]
+    assert parse_options({**BASE, "topic": "t", "minPartitions": "8"}, purpose="read").min_partitions == 8
