@@ -58,18 +58,22 @@ class ConnectionHandler:
         owner = self._owner
         while True:
             await self._lost.wait()
-            if owner.closed:
-                return
-            await trio.sleep(self._backoff.next())
-            if owner.closed:
-                return
-            try:
-                await owner.establish()
-            except errors.FATAL as exc:
-                owner.fail(exc)
-                return
-            except errors.PulsarException as exc:
-                log.info("%s: reconnect failed: %s", owner.describe(), exc)
-                continue
+            # Attempts until one succeeds: a failed one retries whatever ``_lost`` says (an
+            # attempt that failed after ``connected()`` reset it must not end the retries).
+            while True:
+                if owner.closed:
+                    return
+                await trio.sleep(self._backoff.next())
+                if owner.closed:
+                    return
+                try:
+                    await owner.establish()
+                except errors.FATAL as exc:
+                    owner.fail(exc)
+                    return
+                except errors.PulsarException as exc:
+                    log.info("%s: reconnect failed: %s", owner.describe(), exc)
+                    continue
+                break
             self._backoff.reset()
             log.info("%s reconnected", owner.describe())

@@ -371,6 +371,9 @@ class Consumer(ConsumerBase):
         except BaseException:
             cnx.unregister_consumer(self._consumer_id, self)
             raise
+        if cnx.is_closed:  # died after the reply (see Producer._establish): try again
+            cnx.unregister_consumer(self._consumer_id, self)
+            raise errors.NotConnected(f"connection to {cnx.url} closed: {cnx.close_reason or 'closed'}")
         self._subscriptions += 1
         # Whatever was queued from the previous connection will be redelivered: drop it.
         self._clear_queue()

@@ -731,6 +731,12 @@ class Producer:
         except BaseException:
             cnx.unregister_producer(self._producer_id, self)
             raise
+        if cnx.is_closed:
+            # It died after the reply, before we resumed: it already told its producers (we
+            # were not installed), so installing it now would leave us on a dead connection
+            # with nobody to start the next attempt. Try again instead.
+            cnx.unregister_producer(self._producer_id, self)
+            raise errors.NotConnected(f"connection to {cnx.url} closed: {cnx.close_reason or 'closed'}")
         ok = reply.producer_success
         if self._name is None:
             self._name = ok.producer_name

@@ -249,3 +249,68 @@ async def test_blocking_send_from_the_callers_thread_is_resent_and_times_out(fak
     assert producers == 3  # first, re-created after the drop, the timed one
     assert 0.2 < waited < 8
 
+
+
+def _kill_after_reply(monkeypatch: pytest.MonkeyPatch, kind: int, nth: int) -> None:
+    """The ``nth`` request of ``kind`` gets its reply, then its connection is closed and fully
+    shut down (its producers and consumers told) before the requester resumes, as when the
+    broker answers and the connection dies in the same scheduling round."""
+    from clients.connection import ClientConnection
+
+    original = ClientConnection.request
+    seen = 0
+
+    async def request(self: ClientConnection, command: BaseCommand, request_id: int, timeout: float | None = None) -> BaseCommand:
+        nonlocal seen
+        reply = await original(self, command, request_id, timeout)
+        if command.type == kind:
+            seen += 1
+            if seen == nth:
+                self.close("test: closed right after the reply")
+                await self.closed.wait()
+                while self._producers or self._consumers:  # not yet told of the loss
+                    await trio.sleep(0.001)
+                await trio.sleep(0.01)
+        return reply
+
+    monkeypatch.setattr(ClientConnection, "request", request)
+
+
+async def test_producer_reconnects_when_connection_dies_right_after_producer_success(
+    fake: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (chaos run): the re-created producer's connection closed between its
+    PRODUCER_SUCCESS and the re-send of its pending frames; the re-send raised NotConnected with
+    the dead connection already installed, so the producer never reconnected and every later
+    send timed out."""
+    _kill_after_reply(monkeypatch, T.PRODUCER, 2)
+    async with AsyncClient(fake.url) as client:
+        producer = await client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+        fake.hold_receipts = True
+        futures = [await producer.send_async(b"%d" % i) for i in range(5)]
+        await trio.sleep(0.2)
+        fake.hold_receipts = False
+        fake.drop_connections()
+        with trio.fail_after(10):
+            await producer.send(b"later")  # sent (and acknowledged) after the reconnect
+            ids = [await f.wait() for f in futures]
+        assert len(fake.commands(T.PRODUCER)) == 3
+        assert len({(m.ledger_id(), m.entry_id()) for m in ids}) == 5
+
+
+async def test_consumer_resubscribes_when_connection_dies_right_after_subscribe(
+    fake: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above for a consumer: its FLOW after the SUBSCRIBE reply must not leave it on the dead
+    connection."""
+    _kill_after_reply(monkeypatch, T.SUBSCRIBE, 2)
+    async with AsyncClient(fake.url) as client:
+        consumer = await client.subscribe(TOPIC, "sub")
+        fake.drop_connections()
+        await trio.sleep(0.5)  # the resubscribe whose connection dies, and the next one
+        producer = await client.create_producer(TOPIC, batching_enabled=False)
+        await producer.send(b"after")
+        with trio.fail_after(10):
+            msg = await consumer.receive(10_000)
+        assert msg.data() == b"after"
+        assert len(fake.commands(T.SUBSCRIBE)) == 3
