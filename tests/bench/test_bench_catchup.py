@@ -21,4 +21,5 @@ def test_bench_catchup_runs_at_ci_size(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["catch_up"]["messages"] == 3000
     assert result["caught_up"]["messages"] == result["caught_up_after"]["messages"] == 1000
-    assert result["ratio"] > 0 and result["cpu_ratio"] > 0 and result["goal_ratio"] == 0.8
+    # cpu_ratio may be 0 at this size: /proc CPU times tick in 10 ms (a full run had 0.0)
+    assert result["ratio"] > 0 and result["cpu_ratio"] >= 0 and result["goal_ratio"] == 0.8
