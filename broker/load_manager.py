@@ -396,7 +396,11 @@ class LoadManager:
             if broker == me:
                 live = dict(report)
                 live["bundles"] = [p.removeprefix("/namespace/") for p in (own.owned if own is not None else ())]
-                s = score(live)
+                # bundles this broker just kept but does not own yet (their lookup is acquiring)
+                mine = set(live["bundles"])
+                kept = [(t, b) for t, b in self._pending.get(me, []) if now - t < horizon and b not in mine]
+                self._pending[me] = kept
+                s = score(live, len(kept))
             else:
                 pending = [(t, b) for t, b in self._pending.get(broker, []) if now - t < horizon]
                 self._pending[broker] = pending
@@ -410,9 +414,9 @@ class LoadManager:
         # reports may be a few seconds old (a bundle another broker just took is not in them yet,
         # so sending this one there too would stack both on it).
         chosen = me if (me in best or not best) else random.choice(best)
+        self._pending.setdefault(chosen, []).append((now, f"{ns}/{bundle}"))
         if chosen == me:
             return None
-        self._pending.setdefault(chosen, []).append((now, f"{ns}/{bundle}"))
         r = reports[chosen]
         # "assigned": not an owner yet; the lookup sends the client there to acquire it
         return {"nativeUrl": r["pulsarServiceUrl"], "httpUrl": r["webServiceUrl"], "disabled": False, "assigned": True}

@@ -61,3 +61,28 @@ def test_the_threshold_shedder_moves_load_off_the_overloaded_broker_only() -> No
     single = _report({"ns/b1": 1000.0})
     assert bundles_to_shed({"busy": single, "idle": idle}, {"busy": 90.0, "idle": 0.0}, 10.0, set()) == []
     assert bundles_to_shed({"busy": busy}, {"busy": 90.0}, 10.0, set()) == []  # one broker: nowhere to go
+
+
+async def test_a_bundle_this_broker_just_kept_counts_until_it_owns_it() -> None:
+    """Two halves of a split looked up at once at the old owner: the first tie keeps one here,
+    the second must go to the other broker, though this broker does not own the first yet
+    (test_a_hot_bundle_splits_and_part_of_it_moves kept both halves on one broker twice)."""
+    from types import SimpleNamespace
+
+    from broker.config import BrokerConfig
+    from broker.load_manager import LoadManager
+    from broker.names import NamespaceName
+
+    svc = SimpleNamespace(config=BrokerConfig(), store=None, broker_id="a", ownership=SimpleNamespace(owned=set()))
+    lm = LoadManager(svc)  # type: ignore[arg-type]
+    lm._report = {"pulsarServiceUrl": "pulsar://a:6650", "webServiceUrl": "http://a:8080", "bundles": []}
+    other = {"pulsarServiceUrl": "pulsar://b:6650", "webServiceUrl": "http://b:8080", "bundles": []}
+
+    async def reports() -> dict:
+        return {"a": dict(lm._report), "b": dict(other)}
+
+    lm.reports = reports  # type: ignore[method-assign]
+    ns = NamespaceName.parse("public/hot")
+    assert await lm.assign(ns, "0x00000000_0x80000000") is None  # a tie: kept here
+    second = await lm.assign(ns, "0x80000000_0xffffffff")
+    assert second is not None and second["nativeUrl"] == "pulsar://b:6650"
