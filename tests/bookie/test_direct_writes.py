@@ -28,6 +28,26 @@ def _arrives_without_yielding(sock: socket.socket, timeout: float = 1.0) -> byte
     return sock.recv(65536) if readable else b""
 
 
+async def _accept_first_frames(listener: socket.socket) -> tuple[socket.socket, FrameDecoder, list[bytes]]:
+    """The bookie side of a fresh ledger-client connection: accept it and read its first frames."""
+    while True:
+        try:
+            peer, _ = listener.accept()
+            break
+        except BlockingIOError:
+            await trio.sleep(0.005)
+    decoder = FrameDecoder()
+    frames: list[bytes] = []
+    with trio.fail_after(5):
+        while not frames:
+            await trio.sleep(0.005)
+            try:
+                frames = decoder.feed(peer.recv(65536, socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                pass
+    return peer, decoder, frames
+
+
 async def test_an_add_on_an_idle_connection_is_written_by_send_add_itself() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -39,21 +59,7 @@ async def test_an_add_on_an_idle_connection_is_written_by_send_add_itself() -> N
         try:
             # The first add connects (queued until then) and is sent by the writer task.
             conn.send_add(1, 0, 0, MASTER_KEY, b"first", lambda status, _r: replies.append(status), 5.0)
-            while True:
-                try:
-                    peer, _ = listener.accept()
-                    break
-                except BlockingIOError:
-                    await trio.sleep(0.005)
-            decoder = FrameDecoder()
-            frames: list[bytes] = []
-            with trio.fail_after(5):
-                while not frames:
-                    await trio.sleep(0.005)
-                    try:
-                        frames = decoder.feed(peer.recv(65536, socket.MSG_DONTWAIT))
-                    except BlockingIOError:
-                        pass
+            peer, decoder, frames = await _accept_first_frames(listener)
             first = decode_request(frames[0])
             peer.sendall(_reply_frame(first.request_id, 0))
             with trio.fail_after(5):
@@ -171,21 +177,7 @@ async def test_a_receipt_made_by_an_add_reply_is_written_by_the_ledger_client_re
         conn = BookieConnection(f"127.0.0.1:{port}", nursery, config)
         try:
             conn.send_add(1, 0, 0, MASTER_KEY, b"e", lambda status, _r: outbox.put(b"receipt"), 5.0)
-            while True:
-                try:
-                    peer, _ = listener.accept()
-                    break
-                except BlockingIOError:
-                    await trio.sleep(0.005)
-            decoder = FrameDecoder()
-            frames: list[bytes] = []
-            with trio.fail_after(5):
-                while not frames:
-                    await trio.sleep(0.005)
-                    try:
-                        frames = decoder.feed(peer.recv(65536, socket.MSG_DONTWAIT))
-                    except BlockingIOError:
-                        pass
+            peer, decoder, frames = await _accept_first_frames(listener)
             peer.sendall(_reply_frame(decode_request(frames[0]).request_id, 0))
             assert await _receive_all(receipts_peer, len(b"receipt")) == b"receipt"
             assert writers and all("BookieConnection" in name for name in writers), writers
