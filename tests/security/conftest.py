@@ -6,6 +6,7 @@ with superuser ``admin``, tenants ``acme`` (admin ``acme-admin``) and ``other`` 
 from __future__ import annotations
 
 import base64
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -16,6 +17,7 @@ import pytest
 from quire.security.htpasswd import hash_password
 from quire.security.tokens import create_secret_key, create_token
 from tests.e2e.conftest import Standalone, start_standalone
+from tests.fixtures.zookeeper import ZooKeeperServer
 
 SUPERUSER = "admin"
 
@@ -86,3 +88,16 @@ def setup_tenants(sn: SecureNode) -> None:
 
 def basic_header(user: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def cluster_base(base: Path, zk_server: ZooKeeperServer, name: str) -> tuple[str, bytes, bytes]:
+    """A secured cluster's start: its ZooKeeper chroot (url), and the token keys clients use
+    towards brokers and brokers towards bookies, written to ``client.key`` / ``bookie.key``."""
+    if not zk_server.is_running:
+        zk_server.start()
+    chroot = f"/{name}-{uuid.uuid4().hex}"
+    zk_server.ensure_path(chroot)
+    client_key, bookie_key = create_secret_key(), create_secret_key()
+    (base / "client.key").write_bytes(client_key)
+    (base / "bookie.key").write_bytes(bookie_key)
+    return zk_server.url(chroot), client_key, bookie_key

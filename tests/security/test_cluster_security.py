@@ -7,7 +7,6 @@ refused; a ledger client with no token or a forged one cannot write to the booki
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -24,7 +23,7 @@ from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses
 from tests.fixtures.zookeeper import ZooKeeperServer
 from tests.security.certs import CertificateAuthority
-from tests.security.conftest import SecureNode, setup_tenants, write_security_files
+from tests.security.conftest import SecureNode, cluster_base, setup_tenants, write_security_files
 from tests.security.test_auth_matrix import EXPECTED, quire_matrix, seed
 
 
@@ -48,14 +47,7 @@ class SecureCluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer) -> Iterator[SecureCluster]:
     base: Path = tmp_path_factory.mktemp("secure-cluster")
-    if not zk_server.is_running:
-        zk_server.start()
-    chroot = f"/secure-{uuid.uuid4().hex}"
-    zk_server.ensure_path(chroot)
-    zk_url = zk_server.url(chroot)
-    client_key, bookie_key = create_secret_key(), create_secret_key()  # clients->broker, broker->bookies
-    (base / "client.key").write_bytes(client_key)
-    (base / "bookie.key").write_bytes(bookie_key)
+    zk_url, client_key, bookie_key = cluster_base(base, zk_server, "secure")  # clients->broker, broker->bookies
     ca = CertificateAuthority(base)
     bookie_cert = ca.issue("bookie-tls", "bookie", ips=("127.0.0.1",))  # (not bookie.key: the token key)
     (base / "bookie.toml").write_text(

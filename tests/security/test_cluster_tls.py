@@ -14,7 +14,6 @@ import os
 import ssl
 import subprocess
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,12 +25,13 @@ import pytest
 import clients
 from clients.protocol import commands as C
 from quire.admin_cli import AdminClient
-from quire.security.tokens import create_secret_key, create_token
+from quire.security.tokens import create_token
 from tests.e2e.conftest import new_client, start_broker
 from tests.e2e.raw_protocol import RawConnection, T, next_request_id
 from tests.fixtures.bookies import start_bookie
 from tests.fixtures.processes import QuireProcesses, free_port
 from tests.fixtures.zookeeper import ZooKeeperServer
+from tests.security.conftest import cluster_base
 from tests.security import hostile
 from tests.security.certs import CertificateAuthority, Issued
 from tests.security.test_tls import round_trip
@@ -81,14 +81,7 @@ class TlsCluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zk_server: ZooKeeperServer) -> Iterator[TlsCluster]:
     base: Path = tmp_path_factory.mktemp("cluster-tls")
-    if not zk_server.is_running:
-        zk_server.start()
-    chroot = f"/cluster-tls-{uuid.uuid4().hex}"
-    zk_server.ensure_path(chroot)
-    zk_url = zk_server.url(chroot)
-    client_key, bookie_key = create_secret_key(), create_secret_key()
-    (base / "client.key").write_bytes(client_key)
-    (base / "bookie.key").write_bytes(bookie_key)
+    zk_url, client_key, bookie_key = cluster_base(base, zk_server, "cluster-tls")
     ca = CertificateAuthority(base)
     bookie_cert = ca.issue("bookie-tls", "bookie", ips=("127.0.0.1",))
     broker_cert = ca.issue("broker-tls", "broker", ips=("127.0.0.1",))
