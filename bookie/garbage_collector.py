@@ -10,7 +10,8 @@ Each run (every ``gc_wait_time_ms``, or when forced over HTTP), BookKeeper's ord
 2. **entry-log metadata** for every rotated, fully indexed log not known yet (ledgers map,
    else a scan; persisted in ``current/entrylog_meta``). The writer's logs that may still
    lack index entries, the current one included, are never looked at.
-3. **delete** logs whose ledgers are all tombstoned. A corrupt log is reported and kept.
+3. **delete** logs whose ledgers are all tombstoned. A corrupt log is reported and kept until
+   the index points into it for no live ledger.
 4. **compaction**: major if ``major_compaction_interval`` passed (or forced), else minor;
    logs under the threshold, lowest usage first, within ``*_compaction_max_time_millis``,
    throttled (:mod:`bookie.compactor`). Disk over ``disk_usage_warn_threshold`` suspends
@@ -124,6 +125,7 @@ class GarbageCollector:
         self._forced: tuple[bool, bool] | None = None
         self._limiter = trio.CapacityLimiter(1)
         self._stop = threading.Event()  # ends a compaction copy early (shutdown)
+        self._corrupt_checked: tuple[frozenset[int], int] | None = None  # see _release_corrupt_logs
 
     def stop(self) -> None:
         """Abort a compaction in progress (its copy is discarded; the old log stays)."""
@@ -212,6 +214,7 @@ class GarbageCollector:
             reclaimed_before = self._reclaimed_total()
             dead = self._dead_ledgers()
             await trio.to_thread.run_sync(self._gc_entry_logs, dead, limiter=self._limiter)
+            await self._release_corrupt_logs(dead)
             await self._compact(force, force_major, force_minor)
             await trio.to_thread.run_sync(self._publish_metrics, limiter=self._limiter)
             self.runs += 1
@@ -300,6 +303,36 @@ class GarbageCollector:
         if not from_map:
             log.info("entry log %x has no usable ledgers map: scanned (%d ledgers)", log_id, len(meta.ledgers))
         return meta
+
+    async def _release_corrupt_logs(self, dead: set[int]) -> None:
+        """Delete the corrupt logs the index no longer points into for a live ledger.
+
+        A corrupt log (a bad record before its end: a garbage tail left by a crash, bit rot) is
+        never compacted, and its metadata is unknown past the bad record. Reads find entries
+        only through the index, so once no live ledger's location points into the log, nothing
+        readable is left in it. The full index scan runs again only when the corrupt logs or the
+        dead ledgers changed since the last one (index entries into a rotated log only go away,
+        with their ledgers' tombstones)."""
+        busy = self.dir.entry_logger.unindexed_ids() | {self.dir.entry_logger.log_id}
+        candidates = {i for i in self.corrupt if i not in busy}
+        key = (frozenset(candidates), len(dead))
+        if not candidates or key == self._corrupt_checked:
+            return
+        referenced = await self.storage.logs_referenced(self.dir_index, candidates, dead)
+        self._corrupt_checked = key
+        free = sorted(candidates - referenced)
+        if not free:
+            return
+
+        def delete() -> None:
+            for log_id in free:
+                log.warning("corrupt entry log %x in %s holds no entry the index points at: deleted",
+                            log_id, self.dir.current)
+                self.corrupt.pop(log_id, None)
+                self._delete_log(log_id, "corrupt")
+            self.metrics.gc_corrupt_entry_logs.set(len(self.corrupt))
+
+        await trio.to_thread.run_sync(delete, limiter=self._limiter)
 
     def _report_corrupt(self, log_id: int, why: str) -> None:
         log.error("entry log %x in %s is corrupt (%s): skipped by GC and compaction", log_id, self.dir.current, why)

@@ -24,6 +24,7 @@ from bookie.entry_log_format import Location, decode_location, encode_location
 
 _LOC_KEY = struct.Struct(">QQ")
 _LEDGER_KEY = struct.Struct(">Q")
+_LOG_ID = struct.Struct(">Q")  # the first field of an encoded location
 _MAX_ENTRY = (1 << 63) - 1
 # LedgerState.top before the ledger's highest entry is looked up: above every entry id, so
 # "entry id > top" (a new entry, nothing to compare with) is never true while it is unknown.
@@ -117,6 +118,21 @@ class EntryLocationIndex:
             out[loc.log_id] = out.get(loc.log_id, 0) + loc.length
             it.next()
         return out
+
+    def logs_referenced(self, log_ids: set[int], ignore_ledgers: set[int]) -> set[int]:
+        """Which of ``log_ids`` an entry location of a ledger not in ``ignore_ledgers`` points
+        into: a full scan, stopping early once every one of them is seen (GC of corrupt logs)."""
+        wanted, seen = set(log_ids), set()
+        it = self._db.iter()
+        it.seek_to_first()
+        unpack_key, unpack_log = _LOC_KEY.unpack, _LOG_ID.unpack_from
+        while it.valid() and wanted:
+            (log_id,) = unpack_log(it.value())
+            if log_id in wanted and unpack_key(it.key())[0] not in ignore_ledgers:
+                wanted.discard(log_id)
+                seen.add(log_id)
+            it.next()
+        return seen
 
     def delete_ledger(self, ledger_id: int) -> None:
         self._db.delete_range(_LOC_KEY.pack(ledger_id, 0), _LOC_KEY.pack(ledger_id + 1, 0))

@@ -371,6 +371,13 @@ class LedgerStorage:
         indexed = await trio.to_thread.run_sync(d.locations.last_entry, ledger_id, limiter=self._read_limiter)
         return max(cached, indexed, self.write_cache.last_entry(ledger_id))
 
+    async def logs_referenced(self, dir_index: int, log_ids: set[int], ignore_ledgers: set[int]) -> set[int]:
+        """Which of a dir's ``log_ids`` its index still points into for a ledger not in
+        ``ignore_ledgers`` (a full index scan, holding one read token: an index reopen waits)."""
+        d = self.dirs[dir_index]
+        return await trio.to_thread.run_sync(d.locations.logs_referenced, log_ids, ignore_ledgers,
+                                             limiter=self._read_limiter)
+
     async def last_add_confirmed(self, ledger_id: int) -> int:
         """The ledger's LAC: the max of the LACs carried by its entries and the explicit one."""
         st = self.state(ledger_id)

@@ -173,28 +173,53 @@ async def test_zeroed_or_missing_ledgers_map_is_scanned_not_deleted(tmp_path: Pa
     _close(storage, gc)
 
 
-async def test_corrupt_log_is_skipped_and_gc_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["middle", "tail"])
+async def test_corrupt_log_is_kept_while_the_index_points_into_it(tmp_path: Path, where: str) -> None:
     cfg, storage, expected = await _filled(tmp_path)
     cur, logger, rotated = _rotated(storage)
     bad = rotated[1]
     path = cur / elf.file_name(bad)
     _strip_map(path, zero_only=False)  # scanned ...
-    with open(path, "r+b") as f:  # ... and a record in the middle is garbage
-        f.seek(os.path.getsize(path) // 2)
-        f.write(b"\xff" * 64)
+    if where == "middle":
+        with open(path, "r+b") as f:  # ... and a record in the middle is garbage (bit rot)
+            f.seek(os.path.getsize(path) // 2)
+            f.write(b"\xff" * 64)
+    else:
+        with open(path, "ab") as f:  # ... and random bytes follow the last record (a crash)
+            f.write(random.Random(3).randbytes(300))
+    in_bad = {lid for lid, loc_log in _indexed_logs(storage).items() if bad in loc_log}
+    keep = min(in_bad)
     for lid in LEDGERS:
-        storage.mark_deleted(lid)  # every log is dead: all but the corrupt one go
+        if lid != keep:
+            storage.mark_deleted(lid)  # every other log is dead and goes
     await storage.checkpoint(None)
     gc = GarbageCollector(cfg, storage, 0, None, storage.metrics)
     await gc.run_once(force=True)
     left = set(list_log_ids(cur)) - logger.unindexed_ids()
-    assert left == {bad}
-    assert bad in gc.corrupt
+    assert bad in left and bad in gc.corrupt
     assert _gauge(storage, "bookie_gc_corrupt_entry_logs") == 1
-    # the next run does not trip over it either
+    # the next run does not trip over it either, and the live ledger's entries in it still read
     await gc.run_once(force=True)
+    assert gc.failed_runs == 0 and path.exists()
+    if where == "tail":
+        await check_entries(storage, {k: v for k, v in expected.items() if k[0] == keep})
+    # once no live ledger has an entry in it, the corrupt log is given back too
+    storage.mark_deleted(keep)
+    await storage.checkpoint(None)
+    await gc.run_once(force=True)
+    assert not path.exists() and bad not in gc.corrupt
+    assert _gauge(storage, "bookie_gc_corrupt_entry_logs") == 0
+    assert _gauge(storage, "bookie_gc_reclaimed_bytes_total", by="corrupt") > 0
     assert gc.failed_runs == 0
     _close(storage, gc)
+
+
+def _indexed_logs(storage: LedgerStorage) -> dict[int, set[int]]:
+    """ledger -> the entry logs the index points into for it."""
+    out: dict[int, set[int]] = {}
+    for lid in LEDGERS:
+        out[lid] = {loc.log_id for _, loc in storage.dirs[0].locations.entries(lid)}
+    return out
 
 
 async def test_compaction_of_a_corrupt_log_is_skipped_others_compacted(tmp_path: Path) -> None:
