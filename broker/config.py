@@ -64,6 +64,7 @@ class BrokerConfig:
     backlog_quota_check_enabled: bool = True
     backlog_quota_check_interval_in_seconds: int = 60
     backlog_quota_default_limit_bytes: int = -1  # < 0: no limit
+    backlog_quota_default_limit_second: int = -1  # message_age; < 0: no limit
     backlog_quota_default_retention_policy: str = "producer_request_hold"
 
     # Dispatch

@@ -26,7 +26,6 @@ from broker.authorization import Authorizer
 from broker.broker_client import BrokerClient
 from broker.config import BrokerConfig, managed_ledger_config
 from broker.connection import ServerConnection
-from broker.entry_meta import parse_metadata
 from broker.errors import (
     BrokerError,
     ConflictError,
@@ -323,15 +322,8 @@ class BrokerService:
             return
         cutoff = int(time.time() * 1000) - int(ttl) * 1000
         for sub in list(topic.subscriptions.values()):
-            if not sub.durable:
-                continue
-            async with sub.lock:
-                newest = await sub.cursor.find_newest_matching(
-                    lambda e: parse_metadata(e.data).publish_time < cutoff)
-                if newest is not None and newest > sub.cursor.mark_delete_position:
-                    await sub.cursor.mark_delete(newest)
-                    sub.msg_expired += 1
-                    sub.notify()
+            if sub.durable and await sub.expire_before(cutoff):
+                sub.msg_expired += 1
 
     # -- topics ----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from broker.delayed_delivery import DelayedDeliveryTracker
 from broker.router_key_shared import KeySharedRouter, sticky_hash
 from broker.router_shared import SharedRouter
 from broker.router_single_active import FAILOVER, SingleActiveRouter
-from broker.entry_meta import dispatch_info, metadata_key
+from broker.entry_meta import dispatch_info, metadata_key, parse_metadata
 from broker.errors import BrokerError, ConsumerBusyError, NotAllowedError, PersistenceError
 from clients.protocol.errors import ProtocolError
 from managed_ledger import Position
@@ -499,6 +499,18 @@ class Subscription:
             assert position is not None
             await self.topic.reset_cursor(self.cursor, position)
         self.notify()
+
+    async def expire_before(self, cutoff_ms: int) -> bool:
+        """Acknowledge every entry published before ``cutoff_ms`` (message TTL, the message_age
+        backlog quota); True when the mark-delete moved."""
+        async with self.lock:
+            newest = await self.cursor.find_newest_matching(
+                lambda e: parse_metadata(e.data).publish_time < cutoff_ms)
+            if newest is None or newest <= self.cursor.mark_delete_position:
+                return False
+            await self.cursor.mark_delete(newest)
+        self.notify()
+        return True
 
     async def skip(self, n: int) -> None:
         async with self.lock:

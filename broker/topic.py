@@ -223,8 +223,8 @@ class PersistentTopic:
 
     async def add_producer(self, producer: Producer, topic_epoch: int | None) -> trio.Event | None:
         """Attach a producer; returns an Event to wait on for WaitForExclusive, else None."""
+        await backlog_quota.check_new_producer(self)  # may read an entry: checks below see its outcome
         self._check_available()
-        backlog_quota.check_new_producer(self)
         if producer.name in self.producers:
             raise ProducerBusyError(f"Producer with name '{producer.name}' is already connected to topic")
         mode = producer.access_mode

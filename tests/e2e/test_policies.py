@@ -128,6 +128,44 @@ def test_backlog_quota_policies(node: Standalone, policy: str) -> None:
         client.close()
 
 
+@pytest.mark.parametrize("policy", ["producer_exception", "consumer_backlog_eviction"])
+def test_message_age_backlog_quota(node: Standalone, policy: str) -> None:
+    """The time-based quota: the age of the oldest unacknowledged message against limitTime."""
+    ns = f"{NS}-age-{policy.replace('_', '-')}"
+    assert _admin(node, "PUT", f"namespaces/{ns}", json={}).status_code == 204
+    topic = f"persistent://{ns}/t"
+    client = _client(node.port)
+    try:
+        quota = {"limitTime": 3, "policy": policy}
+        r = _admin(node, "POST", f"namespaces/{ns}/backlogQuota?backlogQuotaType=message_age", json=quota)
+        assert r.status_code == 204, r.text
+        assert _admin(node, "GET", f"namespaces/{ns}/backlogQuotaMap").json() == {
+            "message_age": {"limitSize": -1, "limitTime": 3, "policy": policy}}
+        _fill_backlog(client, topic, n=20, size=100)
+        # young messages: under the quota, a producer is accepted and nothing is skipped
+        assert _producer_refused(client, topic) is None
+        stats = f"persistent/{ns}/t/stats"
+        assert _admin(node, "GET", stats).json()["subscriptions"]["slow"]["msgBacklog"] == 20
+        producer = client.create_producer(topic, batching_enabled=False)
+        if policy == "consumer_backlog_eviction":
+            # once older than 3 s, the check acknowledges them; a fresh message stays
+            time.sleep(3.5)
+            producer.send(b"fresh")
+            _until("eviction", lambda: _admin(node, "GET", stats).json()["subscriptions"]["slow"]["msgBacklog"] == 1, 10)
+            c = client.subscribe(topic, "slow")
+            assert c.receive(timeout_millis=10_000).data() == b"fresh"
+            assert _producer_refused(client, topic) is None
+        else:
+            _until("producer disconnected", lambda: _admin(node, "GET", stats).json()["publishers"] == [], 10)
+            assert _producer_refused(client, topic) is pulsar.ProducerBlockedQuotaExceededException
+            c = client.subscribe(topic, "slow")
+            for _ in range(20):
+                c.acknowledge(c.receive(timeout_millis=10_000))
+            _until("backlog consumed", lambda: _producer_refused(client, topic) is None, 10)
+    finally:
+        client.close()
+
+
 def test_backlog_quota_and_persistence_validation(node: Standalone) -> None:
     ns = f"{NS}-validation"
     assert _admin(node, "PUT", f"namespaces/{ns}", json={}).status_code == 204
