@@ -26,7 +26,7 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
-from quire import hop_trace
+from quire import hop_trace, socket_io
 from quire.outbox import JOIN_BELOW, Outbox, deferred_writes
 from bookie.protocol import (
     FrameDecoder,
@@ -228,8 +228,12 @@ class BookieConnection:
     async def _reader(self, stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)
         pending = self._pending
+        fd = socket_io.stream_fd(stream)  # plain TCP: wait, then read (no failed read per reply)
         while True:
-            data = await stream.receive_some(_RECV_SIZE)
+            if fd is None:
+                data = await stream.receive_some(_RECV_SIZE)
+            else:
+                data = await socket_io.receive_some(stream, fd, _RECV_SIZE)
             if not data:
                 raise EOFError("bookie closed the connection")
             if hop_trace.ENABLED:
