@@ -17,8 +17,10 @@ To separate the disk from the software, one run measures, in turn:
 
 * ``disk``: what the disk alone allows, the same shape of work without any quire code: two
   threads each write a 180 B record durably (``pwritev(RWF_DSYNC)`` into a preallocated file,
-  as the journal does) to two files in the bookies' directory at the same moment, and a round
-  takes the slower of the two (a send waits for the slower of its two bookies);
+  as the journal does) to two files in the bookies' directory at the same moment, rounds paced
+  at ``--rate`` as the sends are (back to back, this disk is several times faster at p90 than
+  with idle gaps), and a round takes the slower of the two (a send waits for the slower of its
+  two bookies);
 * the cluster with the journals on that disk (``--journals disk``) and on a tmpfs
   (``--journals tmpfs``, /dev/shm: durable writes cost a memory copy, what is left is software
   and scheduling);
@@ -79,11 +81,13 @@ def percentiles(values: list[float]) -> dict[str, float]:
             "mean_us": statistics.mean(v) * 1e6}
 
 
-def two_writer_dsync(directory: Path, rounds: int, size: int = 180) -> dict[str, object]:
+def two_writer_dsync(directory: Path, rounds: int, rate: float, size: int = 180) -> dict[str, object]:
     """The bare disk: per round two threads each make ``size`` bytes durable in their own
     preallocated file at once (``pwritev`` with RWF_DSYNC, else write + fdatasync); the round's
-    time is the slower of the two. Returns percentiles of max(two) and of single writes."""
+    time is the slower of the two; a round starts every 1/``rate`` s. Returns percentiles of
+    max(two) and of single writes."""
     barrier = threading.Barrier(2)
+    interval = 1.0 / rate
     times: list[list[float]] = [[], []]
     flag = getattr(os, "RWF_DSYNC", None)
     record = os.urandom(size)
@@ -94,7 +98,12 @@ def two_writer_dsync(directory: Path, rounds: int, size: int = 180) -> dict[str,
         try:
             os.posix_fallocate(fd, 0, rounds * size + 4096)
             os.fsync(fd)
+            next_at = time.perf_counter()
             for r in range(rounds):
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                next_at += interval
                 barrier.wait()
                 t0 = time.perf_counter()
                 if flag is not None:
@@ -113,7 +122,7 @@ def two_writer_dsync(directory: Path, rounds: int, size: int = 180) -> dict[str,
     for t in threads:
         t.join()
     both = [max(a, b) for a, b in zip(times[0], times[1])]
-    return {"rounds": rounds, "max_of_two": percentiles(both), "single": percentiles(times[0] + times[1]),
+    return {"rounds": rounds, "rate": rate, "max_of_two": percentiles(both), "single": percentiles(times[0] + times[1]),
             "over_1ms": sum(x > 0.001 for x in both) / len(both), "dsync": "RWF_DSYNC" if flag else "fdatasync"}
 
 
@@ -168,7 +177,7 @@ def main() -> None:
     shm = Path(tempfile.mkdtemp(prefix="bench-cluster-journals-", dir="/dev/shm")) if "tmpfs" in modes else None
     try:
         if args.disk_rounds:
-            result["bare_disk"] = two_writer_dsync(base, args.disk_rounds)
+            result["bare_disk"] = two_writer_dsync(base, args.disk_rounds, args.rate)
         for mode in modes:
             result[mode] = run_cluster(base / mode, args, shm if mode == "tmpfs" else None)
     finally:
