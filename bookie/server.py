@@ -153,12 +153,12 @@ class Connection:
         self.pending -= 1
         if self.closed:
             return
-        outbox = self.outbox
-        outbox.put(frame)
         if self.write is not None and len(frame) < JOIN_BELOW:
             # (see send_many; a large read reply is left to the writer: its send_all takes a
             # partly sent frame without copying the rest)
-            outbox.write_now(self.write)
+            self.outbox.put_written(frame, self.write)
+        else:
+            self.outbox.put(frame)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -167,12 +167,13 @@ class Connection:
         self.pending -= count
         if self.closed:
             return
-        outbox = self.outbox
-        outbox.put_many(buffers)
         if self.write is not None:
             # The writer idle: the group's replies leave now, not one scheduler round later
-            # when the writer task runs (a partial write leaves the rest to it).
-            outbox.write_now(self.write)
+            # when the writer task runs (a partial write leaves the rest to it, and only then
+            # is it woken).
+            self.outbox.put_many_written(buffers, self.write)
+        else:
+            self.outbox.put_many(buffers)
         if self.pending < self.max_pending:
             self._room.set()
 

@@ -133,13 +133,14 @@ class BookieConnection:
         self._queue(encode_add_request(rid, ledger_id, entry_id, flags, master_key, entry))
 
     def _queue(self, frame: bytes) -> None:
-        outbox = self._outbox
-        outbox.put(frame)
         if self._write is not None and len(frame) < JOIN_BELOW:
             # Connected and the writer idle: the add leaves now, not one scheduler round later
-            # when the writer task runs (a partial write leaves the rest to it). A large entry
-            # is left to the writer: its send_all takes a partly sent frame without a copy.
-            outbox.write_now(self._write)
+            # when the writer task runs (a partial write leaves the rest to it, and only then is
+            # it woken). A large entry is left to the writer: its send_all takes a partly sent
+            # frame without a copy.
+            self._outbox.put_written(frame, self._write)
+        else:
+            self._outbox.put(frame)
         if not self._running:
             self._running = True
             self._nursery.start_soon(self._run)

@@ -13,6 +13,7 @@ import select
 import socket
 
 import trio
+import trio.testing
 
 from bookie.client import ClientConfig
 from bookie.client.bookie_connection import BookieConnection
@@ -67,8 +68,11 @@ async def test_an_add_on_an_idle_connection_is_written_by_send_add_itself() -> N
                     await trio.sleep(0.005)
             assert replies == [int(Status.OK)]
             await trio.sleep(0.01)  # the writer task is parked again: the connection is idle
+            assert conn._outbox._writer is not None
 
             conn.send_add(1, 1, 0, MASTER_KEY, b"second", lambda status, _r: replies.append(status), 5.0)
+            # written, and the parked writer task left alone (no scheduler round for nothing)
+            assert conn._outbox._writer is not None
             data = _arrives_without_yielding(peer)  # the event loop is blocked meanwhile
 
             second = [decode_request(f) for f in decoder.feed(data)]
@@ -89,11 +93,17 @@ async def test_a_reply_on_an_idle_bookie_connection_is_written_by_its_sender() -
     try:
         conn = Connection(stream, max_pending=10)
         conn.pending = 2  # two requests taken by the reader (each reply decrements it)
-        conn.send_many([_reply_frame(7, 0)], 1)  # a journal group's completion
-        assert _arrives_without_yielding(b) == _reply_frame(7, 0)
-        conn.send(_reply_frame(8, 1))  # an inline reply (an error, a cached read)
-        assert _arrives_without_yielding(b) == _reply_frame(8, 1)
-        assert conn.out_bytes == 0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.writer, nursery.cancel_scope)
+            await trio.testing.wait_all_tasks_blocked()  # the writer task is parked
+            conn.send_many([_reply_frame(7, 0)], 1)  # a journal group's completion
+            assert _arrives_without_yielding(b) == _reply_frame(7, 0)
+            conn.send(_reply_frame(8, 1))  # an inline reply (an error, a cached read)
+            assert _arrives_without_yielding(b) == _reply_frame(8, 1)
+            assert conn.out_bytes == 0
+            # the parked writer task was left alone: waking it would cost a scheduler round
+            assert conn.outbox._writer is not None
+            nursery.cancel_scope.cancel()
     finally:
         await stream.aclose()
         b.close()
