@@ -126,10 +126,29 @@ def two_writer_dsync(directory: Path, rounds: int, rate: float, size: int = 180)
             "over_1ms": sum(x > 0.001 for x in both) / len(both), "dsync": "RWF_DSYNC" if flag else "fdatasync"}
 
 
+def print_profiles(paths: dict[str, Path], messages: int, top: int = 25) -> None:
+    """The functions with the most own CPU per message in each process's profile."""
+    import pstats
+
+    for name, path in paths.items():
+        if not path.exists():
+            continue
+        stats = pstats.Stats(str(path))
+        total = stats.total_tt  # type: ignore[attr-defined]
+        print(f"--- {name}: {total / messages * 1e6:.0f} us/msg of profiled event-loop CPU (cProfile inflates it); "
+              f"own time per function, us/msg:")
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
+        for (file, line, fn), (_cc, calls, own, cum, _callers) in rows:
+            print(f"  {own / messages * 1e6:7.1f} {calls / messages:6.2f}/msg  {Path(file).name}:{line} {fn}")
+
+
 def run_cluster(base: Path, args: argparse.Namespace, journal_root: Path | None) -> dict[str, object]:
     """One cluster run: latencies (µs percentiles), CPU µs/msg per process, journal slow shares."""
     import pulsar
 
+    if args.cprofile:  # every quire process profiles its event-loop thread (quire/cpu_profile.py)
+        os.environ["QUIRE_CPROFILE"] = str(Path(args.cprofile).resolve() / f"{'tmpfs' if journal_root else 'disk'}-{{pid}}.prof")
+        os.environ["QUIRE_CPROFILE_CLOCK"] = "cpu"
     topo = ClusterTopology.start(base, bookies=3, brokers=1, chaos_settings=args.chaos_settings,
                                  journal_root=journal_root)
     try:
@@ -150,6 +169,11 @@ def run_cluster(base: Path, args: argparse.Namespace, journal_root: Path | None)
                        "over_2_5ms": slow_share(sync0[n], sync1[n], 0.0025)[0]} for n in sync1}
         producer.close()
         client.close()
+        if args.cprofile:
+            for proc in topo.procs.procs:
+                proc.terminate()  # a clean exit writes the profile
+            print_profiles({n: Path(os.environ["QUIRE_CPROFILE"].replace("{pid}", str(p))) for n, p in pids.items()},
+                           args.messages)
     finally:
         topo.close()
     bookies = [v for k, v in cpu.items() if k.startswith("bookie")]
@@ -165,6 +189,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_cluster_latency.json"))
     ap.add_argument("--chaos-settings", action="store_true", help="the chaos run's topology (a rollover per 100 entries)")
     ap.add_argument("--journals", default="disk,tmpfs", help="where the journals are, in run order: disk, tmpfs")
+    ap.add_argument("--cprofile", metavar="DIR", help="profile every process (cProfile, CPU clock) into DIR and print the top")
     ap.add_argument("--disk-rounds", type=int, default=1000, help="rounds of the bare-disk reference (0: skip)")
     args = ap.parse_args()
     modes = [m for m in args.journals.split(",") if m]
