@@ -2,7 +2,7 @@
 E=WQ=AQ=2 (each add goes to two bookie processes over TCP and both journals fsync it).
 
 The official client publishes ``--messages`` 100 B messages with batching off at ``--rate``
-msg/s; prints p50/p99 (issue 17's goal: p99 <= 1.5 ms) and the broker's and bookies' CPU per
+msg/s; prints p50/p90/p99 (issue 17's goal: p99 <= 1.5 ms) and the broker's and bookies' CPU per
 message, and writes bench/results/bench_cluster_latency.json. The cluster runs with the
 product's defaults (``--chaos-settings``: the chaos run's, whose ledger rollover every 100
 entries puts a rollover in 1% of the sends, i.e. in the p99).
