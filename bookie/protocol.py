@@ -461,7 +461,7 @@ _OP_ADD_ENUM = Op.ADD
 def decode_response(frame: bytes | bytearray | memoryview) -> Response:
     """A Response from one frame; ProtocolError on anything malformed."""
     if len(frame) == _ADD_REPLY_SIZE:
-        (hlen, a10, op, t1, rid, t2, status, t3, lid, t4, eid, n1, n2, z1, z2, empty) = _ADD_REPLY_FRAME.unpack_from(frame)
+        hlen, a10, op, t1, rid, t2, status, t3, lid, t4, eid, n1, n2, z1, z2, empty = _ADD_REPLY_FRAME.unpack_from(frame)
         if (hlen, a10, op, t1, t2, t3, t4, n1, n2, z1, z2, empty) == _ADD_REPLY_MARKS:
             st = _STATUSES.get(status)
             if st is not None:

@@ -352,8 +352,9 @@ async def _serve(
                                 hop_trace.mark("k.rx", req.ledger_id << 32 | req.entry_id, rx_ns)
                             if req.op == _AUTH or not conn.authenticated:
                                 if not _authenticate(req, conn, auth):
-                                    raise ProtocolError("AUTH refused: invalid token or role not allowed" if req.op == _AUTH
-                                                        else f"{req.op.name} before a valid AUTH: unauthorized")
+                                    raise ProtocolError(
+                                        "AUTH refused: invalid token or role not allowed" if req.op == _AUTH
+                                        else f"{req.op.name} before a valid AUTH: unauthorized")
                                 continue
                             if not fast(req, conn):
                                 input_batch.end()
