@@ -23,6 +23,7 @@ import trio
 from bookie.config import BookieConfig
 from bookie.errors import BookieError
 from quire.cli_types import LOG_LEVEL
+from quire.cpu_profile import cpu_profile
 from quire.config import parse_sets
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,8 @@ def bookie(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
     gc.freeze()  # everything imported so far is permanent
     gc.set_threshold(50_000, 20, 100)
     try:
-        trio.run(_run_bookie, config)
+        with cpu_profile():
+            trio.run(_run_bookie, config)
     except* BookieError as group:
         for exc in group.exceptions:
             click.echo(f"bookie failed to start: {exc}", err=True)

@@ -31,7 +31,7 @@ from bookie.errors import ProtocolError
 from bookie.metrics import BookieMetrics
 from bookie.auth import BookieAuthenticator
 from bookie.protocol import FrameDecoder, Op, Request, Response, Status, encode_response
-from quire import hop_trace
+from quire import hop_trace, input_batch, socket_io
 from quire.outbox import JOIN_BELOW, Outbox, OutboxStalled
 from bookie.request_processor import RequestProcessor
 
@@ -138,6 +138,8 @@ class Connection:
         # Replies are written from the sender when the writer has nothing in hand (plain TCP
         # only: a TLS stream encrypts in its send_all); None once the connection closes.
         self.write: Callable[[bytes], int] | None = None
+        # the plain socket's fd, read without trio's per-call socket machinery (None for TLS)
+        self.fd = socket_io.stream_fd(stream)
         if isinstance(stream, trio.SocketStream):
             self.write = partial(os.write, stream.socket.fileno())
             if hop_trace.ENABLED:
@@ -151,12 +153,12 @@ class Connection:
         self.pending -= 1
         if self.closed:
             return
-        outbox = self.outbox
-        outbox.put(frame)
         if self.write is not None and len(frame) < JOIN_BELOW:
             # (see send_many; a large read reply is left to the writer: its send_all takes a
             # partly sent frame without copying the rest)
-            outbox.write_now(self.write)
+            self.outbox.put_written(frame, self.write)
+        else:
+            self.outbox.put(frame)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -165,12 +167,13 @@ class Connection:
         self.pending -= count
         if self.closed:
             return
-        outbox = self.outbox
-        outbox.put_many(buffers)
         if self.write is not None:
             # The writer idle: the group's replies leave now, not one scheduler round later
-            # when the writer task runs (a partial write leaves the rest to it).
-            outbox.write_now(self.write)
+            # when the writer task runs (a partial write leaves the rest to it, and only then
+            # is it woken).
+            self.outbox.put_many_written(buffers, self.write)
+        else:
+            self.outbox.put_many(buffers)
         if self.pending < self.max_pending:
             self._room.set()
 
@@ -261,7 +264,11 @@ async def _receive(stream: trio.SocketStream, conn: Connection, budget: ReceiveB
         if budget.enter_direct():
             data = b""
             try:
-                data = await stream.receive_some(_RECEIVE_SIZE)
+                fd = conn.fd
+                if fd is None:
+                    data = await stream.receive_some(_RECEIVE_SIZE)
+                else:  # wait, then read: no failed read per request (quire/socket_io.py)
+                    data = await socket_io.receive_some(stream, fd, _RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass
             finally:
@@ -334,31 +341,43 @@ async def _serve(
                         conn.frame_deadline = math.inf
                     elif reqs or conn.frame_deadline == math.inf:
                         conn.frame_deadline = trio.current_time() + conn.stall_timeout  # a new frame began
-                    for i, req in enumerate(reqs, 1):
-                        conn.pending += 1
-                        if hop_trace.ENABLED and req.op == _ADD:
-                            hop_trace.mark("k.rx", req.ledger_id << 32 | req.entry_id, rx_ns)
-                        if req.op == _AUTH or not conn.authenticated:
-                            if not _authenticate(req, conn, auth):
-                                raise ProtocolError("AUTH refused: invalid token or role not allowed" if req.op == _AUTH
-                                                    else f"{req.op.name} before a valid AUTH: unauthorized")
-                            continue
-                        if not fast(req, conn):
-                            if req.op == _ADD or (req.timeout_ms > 0 and req.previous_lac >= 0):
-                                await slow(req, conn, nursery)  # adds wait inline; long polls hold no data
-                            else:
-                                if conn.reads_in_flight >= _MAX_READS_IN_FLIGHT:
-                                    await conn.wait_read_slot()
-                                conn.reads_in_flight += 1
-                                await slow(req, _ReadReply(conn), nursery)
-                        if conn.pending >= max_pending:
-                            await conn.wait_for_room()
-                        elif conn.out_bytes > conn.high_water:
-                            await conn.wait_drained()
-                        elif not i % _YIELD_EVERY:
-                            # A big burst must not starve the journal task: let it start the
-                            # next group commit (and deliver finished ones) meanwhile.
-                            await trio.sleep(0)
+                    # The adds of one read are one input batch (quire/input_batch.py): the
+                    # journal writes their group when the batch ends, in this task step, not one
+                    # scheduler round later in its writer task. Closed before every await.
+                    try:
+                        for i, req in enumerate(reqs, 1):
+                            input_batch.begin()  # (again after an await ended it)
+                            conn.pending += 1
+                            if hop_trace.ENABLED and req.op == _ADD:
+                                hop_trace.mark("k.rx", req.ledger_id << 32 | req.entry_id, rx_ns)
+                            if req.op == _AUTH or not conn.authenticated:
+                                if not _authenticate(req, conn, auth):
+                                    raise ProtocolError(
+                                        "AUTH refused: invalid token or role not allowed" if req.op == _AUTH
+                                        else f"{req.op.name} before a valid AUTH: unauthorized")
+                                continue
+                            if not fast(req, conn):
+                                input_batch.end()
+                                if req.op == _ADD or (req.timeout_ms > 0 and req.previous_lac >= 0):
+                                    await slow(req, conn, nursery)  # adds wait inline; long polls hold no data
+                                else:
+                                    if conn.reads_in_flight >= _MAX_READS_IN_FLIGHT:
+                                        await conn.wait_read_slot()
+                                    conn.reads_in_flight += 1
+                                    await slow(req, _ReadReply(conn), nursery)
+                            if conn.pending >= max_pending:
+                                input_batch.end()
+                                await conn.wait_for_room()
+                            elif conn.out_bytes > conn.high_water:
+                                input_batch.end()
+                                await conn.wait_drained()
+                            elif not i % _YIELD_EVERY:
+                                # A big burst must not starve the journal task: let it start the
+                                # next group commit (and deliver finished ones) meanwhile.
+                                input_batch.end()
+                                await trio.sleep(0)
+                    finally:
+                        input_batch.end()
                     if bad is not None:
                         raise bad
             except ProtocolError as exc:

@@ -108,7 +108,8 @@ def broker(conf: str | None, sets: tuple[str, ...], log_level: str, **flags: Any
             with trio.CancelScope(shield=True):
                 await store.close()
 
-    trio.run(_until_signal, main)
+    with cpu_profile():
+        trio.run(_until_signal, main)
 
 
 @click.command()

@@ -2,8 +2,10 @@
 
 With ``QUIRE_CPROFILE=PATH`` in the environment, the block under :func:`cpu_profile` runs
 under cProfile timed by the thread's CPU clock (not wall time: waits for the disk or the
-network cost nothing), and the stats are written to PATH (pstats format) when it ends.
-Without it the context manager does nothing.
+network cost nothing), and the stats are written to PATH (pstats format) when it ends (a
+clean exit: SIGTERM, not SIGKILL); ``{pid}`` in PATH becomes the process id, so the processes
+of a cluster started with one environment write one file each. Without it the context manager
+does nothing.
 """
 
 from __future__ import annotations
@@ -28,4 +30,4 @@ def cpu_profile() -> Iterator[None]:
         yield
     finally:
         profile.disable()
-        profile.dump_stats(path)
+        profile.dump_stats(path.replace("{pid}", str(os.getpid())))

@@ -8,6 +8,9 @@ writer takes everything queued since its last send and writes it in one ``send_a
 below ``join_below`` bytes are joined (one copy of small replies and receipts beats a syscall
 each), larger ones (a batch in a MESSAGE, a range-read reply) go out as they are.
 
+A caller that writes the socket itself (``put_written``: the frame leaves at once when the
+writer is not in a send) wakes the writer task only for what the socket did not take.
+
 ``queued_bytes`` counts what is queued or being sent; ``wait_below(n)`` lets a reader stop
 taking requests while its peer does not read its replies (backpressure). ``run`` ends with
 :class:`OutboxStalled` if one send does not complete within ``stall_timeout``.
@@ -69,6 +72,29 @@ class Outbox:
         self.queued_bytes += sum(map(len, frames)) if nbytes < 0 else nbytes
         if self._writer is not None:
             self._wake_or_defer()
+
+    def put_written(self, frame: bytes, write: Callable[[bytes], int]) -> None:
+        """``put`` then ``write_now`` without waking the writer task first: it is woken only
+        for what the socket did not take. (``put`` wakes a parked writer, which then found the
+        frame already written by the caller: a scheduler round per frame for nothing.)"""
+        if self.closed:
+            return
+        self._frames.append(frame)
+        self.queued_bytes += len(frame)
+        self._write_or_wake(write)
+
+    def put_many_written(self, frames: list[bytes], write: Callable[[bytes], int]) -> None:
+        """``put_many`` + ``write_now`` as :meth:`put_written` does it."""
+        if self.closed:
+            return
+        self._frames += frames
+        self.queued_bytes += sum(map(len, frames))
+        self._write_or_wake(write)
+
+    def _write_or_wake(self, write: Callable[[bytes], int]) -> None:
+        self.write_now(write)
+        if self._frames and self._writer is not None:
+            self._wake()
 
     def _wake_or_defer(self) -> None:
         """The writer is parked: wake it, or inside deferred_writes leave the write to the

@@ -26,7 +26,7 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
-from quire import hop_trace
+from quire import hop_trace, socket_io
 from quire.outbox import JOIN_BELOW, Outbox, deferred_writes
 from bookie.protocol import (
     FrameDecoder,
@@ -133,13 +133,14 @@ class BookieConnection:
         self._queue(encode_add_request(rid, ledger_id, entry_id, flags, master_key, entry))
 
     def _queue(self, frame: bytes) -> None:
-        outbox = self._outbox
-        outbox.put(frame)
         if self._write is not None and len(frame) < JOIN_BELOW:
             # Connected and the writer idle: the add leaves now, not one scheduler round later
-            # when the writer task runs (a partial write leaves the rest to it). A large entry
-            # is left to the writer: its send_all takes a partly sent frame without a copy.
-            outbox.write_now(self._write)
+            # when the writer task runs (a partial write leaves the rest to it, and only then is
+            # it woken). A large entry is left to the writer: its send_all takes a partly sent
+            # frame without a copy.
+            self._outbox.put_written(frame, self._write)
+        else:
+            self._outbox.put(frame)
         if not self._running:
             self._running = True
             self._nursery.start_soon(self._run)
@@ -228,8 +229,12 @@ class BookieConnection:
     async def _reader(self, stream: trio.SocketStream) -> None:
         decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)
         pending = self._pending
+        fd = socket_io.stream_fd(stream)  # plain TCP: wait, then read (no failed read per reply)
         while True:
-            data = await stream.receive_some(_RECV_SIZE)
+            if fd is None:
+                data = await stream.receive_some(_RECV_SIZE)
+            else:
+                data = await socket_io.receive_some(stream, fd, _RECV_SIZE)
             if not data:
                 raise EOFError("bookie closed the connection")
             if hop_trace.ENABLED:

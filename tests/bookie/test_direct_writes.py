@@ -13,10 +13,11 @@ import select
 import socket
 
 import trio
+import trio.testing
 
 from bookie.client import ClientConfig
 from bookie.client.bookie_connection import BookieConnection
-from bookie.protocol import FrameDecoder, Status, decode_request, encode_add_reply
+from bookie.protocol import FrameDecoder, Status, decode_request, decode_response, encode_add_reply
 from bookie.server import Connection
 
 MASTER_KEY = b"k" * 20
@@ -67,8 +68,11 @@ async def test_an_add_on_an_idle_connection_is_written_by_send_add_itself() -> N
                     await trio.sleep(0.005)
             assert replies == [int(Status.OK)]
             await trio.sleep(0.01)  # the writer task is parked again: the connection is idle
+            assert conn._outbox._writer is not None
 
             conn.send_add(1, 1, 0, MASTER_KEY, b"second", lambda status, _r: replies.append(status), 5.0)
+            # written, and the parked writer task left alone (no scheduler round for nothing)
+            assert conn._outbox._writer is not None
             data = _arrives_without_yielding(peer)  # the event loop is blocked meanwhile
 
             second = [decode_request(f) for f in decoder.feed(data)]
@@ -89,11 +93,17 @@ async def test_a_reply_on_an_idle_bookie_connection_is_written_by_its_sender() -
     try:
         conn = Connection(stream, max_pending=10)
         conn.pending = 2  # two requests taken by the reader (each reply decrements it)
-        conn.send_many([_reply_frame(7, 0)], 1)  # a journal group's completion
-        assert _arrives_without_yielding(b) == _reply_frame(7, 0)
-        conn.send(_reply_frame(8, 1))  # an inline reply (an error, a cached read)
-        assert _arrives_without_yielding(b) == _reply_frame(8, 1)
-        assert conn.out_bytes == 0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.writer, nursery.cancel_scope)
+            await trio.testing.wait_all_tasks_blocked()  # the writer task is parked
+            conn.send_many([_reply_frame(7, 0)], 1)  # a journal group's completion
+            assert _arrives_without_yielding(b) == _reply_frame(7, 0)
+            conn.send(_reply_frame(8, 1))  # an inline reply (an error, a cached read)
+            assert _arrives_without_yielding(b) == _reply_frame(8, 1)
+            assert conn.out_bytes == 0
+            # the parked writer task was left alone: waking it would cost a scheduler round
+            assert conn.outbox._writer is not None
+            nursery.cancel_scope.cancel()
     finally:
         await stream.aclose()
         b.close()
@@ -184,4 +194,42 @@ async def test_a_receipt_made_by_an_add_reply_is_written_by_the_ledger_client_re
         finally:
             conn.close()
             listener.close()
+            nursery.cancel_scope.cancel()
+
+
+async def test_the_adds_of_one_read_are_made_durable_by_the_bookie_reader_itself(tmp_path) -> None:
+    """The bookie's hop: the adds decoded from one socket read are one input batch
+    (quire/input_batch.py), so their journal group is written, synced and answered by the
+    connection's reader in its own task step, not by the journal's writer task one scheduler
+    round later. Real bookie, real socket."""
+    from bookie.bookie import Bookie
+    from bookie.protocol import encode_add_request
+    from tests.bookie.helpers import entry, make_config
+
+    async with trio.open_nursery() as nursery:
+        bookie = Bookie(make_config(tmp_path), None)
+        await bookie.start(nursery)
+        journal = bookie.journal
+        flushed_by: list[str] = []
+        flush = journal.flush_deferred
+
+        def recording_flush() -> None:
+            flushed_by.append(trio.lowlevel.current_task().name)
+            flush()
+
+        journal.flush_deferred = recording_flush  # type: ignore[method-assign]
+        sock = socket.create_connection(("127.0.0.1", bookie.port))
+        try:
+            for round_ in range(2):
+                frames = [encode_add_request(3 * round_ + i + 1, 1, 3 * round_ + i, 0, MASTER_KEY,
+                                             entry(1, 3 * round_ + i, b"x")) for i in range(3)]
+                sock.sendall(b"".join(frames))  # one write: (almost always) one read at the bookie
+                replies = await _receive_all(sock, 3 * len(_reply_frame(0, 0)))
+                decoder = FrameDecoder()
+                assert [decode_response(f).status for f in decoder.feed(replies)] == [Status.OK] * 3
+            # flush_deferred runs only from input_batch.end(): a connection's reader wrote the group
+            assert flushed_by and not any("Journal" in name for name in flushed_by), flushed_by
+        finally:
+            sock.close()
+            await bookie.close()
             nursery.cancel_scope.cancel()

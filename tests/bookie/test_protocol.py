@@ -160,3 +160,24 @@ def test_fuzz_entry_ids_and_lac_round_trip(lid: int, eid: int, lac: int, length:
     data = entry_format.pack_entry(lid, eid, lac, length, payload)
     assert entry_format.unpack_ids(data) == (lid, eid, lac)
     assert entry_format.entry_lac(data) == lac == entry_format.unpack_header(data).lac
+
+
+def test_add_reply_fast_path_agrees_with_msgpack_decoding_on_every_byte_change() -> None:
+    """decode_response reads an add reply with one struct call when the frame has its exact
+    size and constant bytes; any frame of that size it gets is decoded as msgpack would (the
+    same Response, or the same ProtocolError)."""
+    frame = _frames(protocol.encode_add_reply(2**40 + 3, int(Status.FENCED), 77, 2**33))[0]
+    candidates = [frame]
+    for i in range(len(frame)):
+        for value in (0x00, 0x01, 0x7F, 0x90, 0x9A, 0xC0, 0xCD, 0xCF, 0xD3, 0xFF):
+            candidates.append(frame[:i] + bytes([value]) + frame[i + 1:])
+    for f in candidates:
+        try:
+            expected: object = protocol._decode_response_msgpack(f)
+        except ProtocolError as exc:
+            expected = type(exc)
+        try:
+            got: object = protocol.decode_response(f)
+        except ProtocolError as exc:
+            got = type(exc)
+        assert got == expected, f.hex()

@@ -128,9 +128,12 @@ class ClusterTopology(Topology):
     procs: QuireProcesses | None = None
 
     @classmethod
-    def start(cls, base: Path, bookies: int = 3, brokers: int = 2, chaos_settings: bool = True) -> ClusterTopology:
+    def start(cls, base: Path, bookies: int = 3, brokers: int = 2, chaos_settings: bool = True,
+              journal_root: Path | None = None) -> ClusterTopology:
         """``chaos_settings=False``: the product defaults for ledger rollover, retention checks and
-        entry log size, no fault injection (benchmarks measure the path users get)."""
+        entry log size, no fault injection (benchmarks measure the path users get).
+        ``journal_root``: the bookies' journals go there (``bookieN`` each), e.g. on a tmpfs to
+        take the disk out of a latency measurement."""
         topo = cls("cluster", base)
         try:
             topo.zk = ZooKeeperServer(base / "zk")
@@ -145,8 +148,9 @@ class ClusterTopology(Topology):
                 # small entry logs so GC and compaction have rotated logs to work on; the
                 # journal delay route lets a fault make the disk slow
                 chaos_bookie = ("--set", "allow_fault_injection=true", "--set", f"log_size_limit={ENTRY_LOG_BYTES}")
+                journal = ("--set", f"journal_directory={journal_root / f'bookie{i}'}") if journal_root else ()
                 topo.targets["bookie"][f"bookie{i}"] = start_bookie(
-                    topo.procs, url, base, i, *(chaos_bookie if chaos_settings else ()), http_port=http)
+                    topo.procs, url, base, i, *(chaos_bookie if chaos_settings else ()), *journal, http_port=http)
                 topo.bookie_http[f"bookie{i}"] = f"http://127.0.0.1:{http}"
                 topo.bookie_dirs[f"bookie{i}"] = base / f"bookie{i}"
             ports = []
