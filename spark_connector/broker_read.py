@@ -21,6 +21,7 @@ from .errors import PulsarConnectorError
 from .positions import EARLIEST, Pos
 from .pump import Put, pumped
 from .value_schema import ValueSchema
+from .writer_schemas import fetch_from_broker, missing_versions
 
 IDLE_CHECK_MS = 200  # a read that waits this long asks the broker whether anything is left
 DRAIN_MAX = 64  # entries handed over per chunk
@@ -111,6 +112,9 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
                     waited = 0
                     ledger, entry, _, _, n = got[-1]
                     consumer._last_dequeued = MessageId(partition, ledger, entry, n - 1 if n > 1 else -1)
+                    if value_schema is not None and (versions := missing_versions(value_schema, topic, got)):
+                        await fetch_from_broker(consumer._cnx, client._ctx.new_request_id, value_schema, topic,
+                                                versions)
                     await put(got)
                     if (ledger, entry) >= (end.ledger_id, end.entry_id) or (ledger, entry) == last_entry:
                         return

@@ -20,7 +20,7 @@ import pyarrow as pa
 from .positions import Pos
 from .rows import ARROW_SCHEMA, _varint
 from .scanned_rows import TS, BatchEntry, Columns, ScannedRun, id_suffixes
-from .value_schema import ValueSchema
+from .value_schema import ValueSchema, registry_topic
 
 _U32 = struct.Struct(">I").unpack_from
 _SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
@@ -116,11 +116,14 @@ class EntryDecoder:
         self.done = False  # reached the range's end (or endingTime)
         self.chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
         self._part = b"\x18" + _varint(partition) if partition != -1 else b""
+        self._schema_topic = registry_topic(topic)
+        self.writer: tuple[str, int] | None = None  # the schema the rows added now were written with (None: latest)
         self._reset()
 
     def _reset(self) -> None:
         # decoded batches: (value, __key, __messageId, __publishTime, __eventTime) arrays
         self.chunks_done: list[Columns] = []
+        self.chunk_writers: list[tuple[str, int] | None] = []  # each chunk's writer schema
         self.rows_done = 0
         self.bytes = 0  # payload bytes taken since the last record batch
         self.run: ScannedRun | None = None  # batched entries since the last of those, not decoded yet
@@ -158,6 +161,8 @@ class EntryDecoder:
         if self.ending_time is not None and publish >= self.ending_time:
             self.done = True
             return
+        if self.value_schema is not None:
+            self._set_writer(meta)
         if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
             self._add_chunk(ledger, entry, meta, payload)
             return
@@ -184,6 +189,16 @@ class EntryDecoder:
             self.run.add(BatchEntry(body, n, self._prefix(ledger, entry), publish_us, max(first, 0), last))
         else:
             self._add_batch(bytes(body), n, self._prefix(ledger, entry), publish_us, max(first, 0), last)
+
+    def _set_writer(self, meta: Any) -> None:
+        """Rows of another schema version than the rows before go to chunks of their own."""
+        assert self.value_schema is not None
+        version = int.from_bytes(meta.schema_version, "big", signed=True) if meta.HasField("schema_version") else None
+        writer = None if self.value_schema.is_latest(self._schema_topic, version) else (self._schema_topic, version)
+        if writer != self.writer:
+            self._seal_rows()
+            self._seal_run()
+            self.writer = writer  # type: ignore[assignment]
 
     def _seal_props(self) -> None:
         if self.prop_offsets:
@@ -212,6 +227,7 @@ class EntryDecoder:
 
     def _add_columns(self, columns: Columns, props: list[list[tuple[str, str]]] | None) -> None:
         self.chunks_done.append(columns)
+        self.chunk_writers.append(self.writer)
         self.rows_done += len(columns[0])
         pk, pv = self.prop_keys, self.prop_values
         self._seal_props()
@@ -233,6 +249,7 @@ class EntryDecoder:
         self.chunks_done.append((pa.array(self.values, pa.binary()), pa.array(self.keys, pa.string()),
                                  pa.array(self.ids, pa.binary()), pa.array(self.publish, TS),
                                  pa.array(self.event, TS)))
+        self.chunk_writers.append(self.writer)
         self.rows_done += n
         self.values, self.keys, self.ids, self.publish, self.event = [], [], [], [], []
 
@@ -356,8 +373,7 @@ class EntryDecoder:
         offsets = np.concatenate([np.zeros(1, np.int32), *self.prop_offset_chunks])
         props = pa.MapArray.from_arrays(pa.array(offsets), pa.array(self.prop_keys, pa.string()),
                                         pa.array(self.prop_values, pa.string()))
-        values: list[Any] = [value_col] if self.value_schema is None \
-            else self.value_schema.decode(value_col.to_pylist(), id_col.to_pylist())
+        values: list[Any] = [value_col] if self.value_schema is None else self._decode_values(value_col, id_col)
         arrays: list[Any] = [
             *values,
             key_col,
@@ -369,3 +385,21 @@ class EntryDecoder:
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    def _decode_values(self, value_col: pa.Array, id_col: pa.Array) -> list[pa.Array]:
+        """The value schema's columns of the flushed rows, each run of chunks with its writer schema."""
+        assert self.value_schema is not None
+        runs: list[tuple[tuple[str, int] | None, int]] = []  # (writer, rows), consecutive writers merged
+        for chunk, writer in zip(self.chunks_done, self.chunk_writers):
+            if runs and runs[-1][0] == writer:
+                runs[-1] = (writer, runs[-1][1] + len(chunk[0]))
+            else:
+                runs.append((writer, len(chunk[0])))
+        if len(runs) <= 1:
+            return self.value_schema.decode(value_col.to_pylist(), id_col.to_pylist(), runs[0][0] if runs else None)
+        parts, at = [], 0
+        for writer, rows in runs:
+            parts.append(self.value_schema.decode(value_col.slice(at, rows).to_pylist(),
+                                                  id_col.slice(at, rows).to_pylist(), writer))
+            at += rows
+        return [pa.concat_arrays(list(col)) for col in zip(*parts)]
