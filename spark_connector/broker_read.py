@@ -15,11 +15,11 @@ from typing import Any, Iterator, cast
 
 import pyarrow as pa
 
-from .admin import PARTITION_SUFFIX
 from .entries import EntryDecoder
 from .errors import PulsarConnectorError
 from .positions import EARLIEST, Pos
 from .pump import Put, pumped
+from .topic_names import partition_index
 from .value_schema import ValueSchema
 from .writer_schemas import fetch_from_broker, missing_versions
 
@@ -70,7 +70,7 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
                batch_rows: int, starting_time: int | None = None, ending_time: int | None = None,
                client_conf: dict[str, Any] | None = None, reader_conf: dict[str, Any] | None = None,
                value_schema: ValueSchema | None = None) -> Iterator[pa.RecordBatch]:
-    partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
+    partition = partition_index(topic)
     # the last entry inside [start, end): reaching it ends the read without asking the broker
     if end.batch_index >= 0:
         last_entry: tuple[int, int] | None = (end.ledger_id, end.entry_id)

@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from metadata.store import MetadataStore
 
-from .admin import PARTITION_SUFFIX
 from .positions import Pos
 from .entries import EntryDecoder
 from .pump import Put, pumped
+from .topic_names import partition_index
 from .value_schema import ValueSchema
 from .writer_schemas import fetch_from_store, missing_versions
 
@@ -52,7 +52,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
     from bookie.client.config import ClientConfig
     from metadata import open_store
 
-    partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
+    partition = partition_index(topic)
 
     async def fetch(put: Put, stop: threading.Event) -> None:
         store: MetadataStore

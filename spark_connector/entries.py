@@ -21,7 +21,8 @@ import pyarrow as pa
 from .positions import Pos
 from .rows import ARROW_SCHEMA, _varint
 from .scanned_rows import TS, BatchEntry, Columns, ScannedRun, _suffixes
-from .value_schema import ValueSchema, registry_topic
+from .topic_names import registry_topic
+from .value_schema import ValueSchema
 
 _U32 = struct.Struct(">I").unpack_from
 VECTOR_MIN = 32  # records in a run of batches from which the numpy scan beats the per-record loop

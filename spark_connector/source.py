@@ -14,7 +14,8 @@ from pyspark.sql.types import StructType
 from .errors import PulsarAdminError, PulsarOptionError
 from .options import PulsarOptions, parse_options
 from .rows import META_DDL, SCHEMA_DDL
-from .value_schema import ValueSchema, registry_topic
+from .topic_names import registry_topic
+from .value_schema import ValueSchema
 
 _UNSET: Any = object()
 

@@ -90,11 +90,6 @@ def _convert(avro: Any) -> _Type:
     raise PulsarConnectorError(f"unsupported Avro type {avro!r}")
 
 
-def registry_topic(topic: str) -> str:
-    """The name the schema registry keys ``topic``'s schemas by (partitions share their topic's)."""
-    return topic.rsplit("-partition-", 1)[0] if "-partition-" in topic else topic
-
-
 class ValueSchema:
     """The decoded-value columns of a topic with a JSON or AVRO schema (picklable: executors
     rebuild the parsed forms from the definition text)."""

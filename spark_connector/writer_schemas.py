@@ -14,7 +14,8 @@ from typing import Any, Iterable
 from urllib.parse import quote
 
 from .errors import PulsarConnectorError
-from .value_schema import ValueSchema, registry_topic
+from .topic_names import registry_topic
+from .value_schema import ValueSchema
 
 _TYPE_NAMES = {2: "JSON", 4: "AVRO"}  # Schema.Type values of record schemas; others decode as latest
 
