@@ -18,26 +18,12 @@ import httpx
 from clients.admin_http import AdminHttp
 
 from .errors import PulsarAdminError
+from .topic_names import PARTITION_SUFFIX, full_topic_name
 
 if TYPE_CHECKING:
     from clients.auth import Authentication
 
     from .options import PulsarOptions
-
-PARTITION_SUFFIX = "-partition-"
-
-
-def full_topic_name(topic: str) -> str:
-    """``t`` -> ``persistent://public/default/t``; ``tenant/ns/t`` -> ``persistent://tenant/ns/t``."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise ValueError(f"invalid topic name {topic!r}")
-
 
 def _rest_path(topic: str) -> str:
     domain, rest = full_topic_name(topic).split("://", 1)

@@ -7,10 +7,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from .admin import AdminClient
 from .options import PulsarOptions
-from .planner import check_data_loss, partition_info, resolve_end, resolve_start, resolve_topics, \
-    entries_between, pack_ranges, range_bytes, split_ranges, topic_partitions
 from .positions import Pos
 
 
@@ -32,6 +29,11 @@ class PackedPartition(InputPartition):
 
 
 def plan_batch(opts: PulsarOptions) -> list[RangePartition | PackedPartition]:
+    # imported here: executors unpickle this module but never plan (the admin client loads httpx)
+    from .admin import AdminClient
+    from .planner import check_data_loss, entries_between, pack_ranges, partition_info, range_bytes, \
+        resolve_end, resolve_start, resolve_topics, split_ranges, topic_partitions
+
     admin = AdminClient.for_options(opts)
     parts: list[RangePartition] = []
     sizes: list[tuple[int, int]] = []

@@ -16,11 +16,12 @@ import pyarrow as pa
 
 from metadata.store import MetadataStore
 
-from .admin import PARTITION_SUFFIX
 from .positions import Pos
 from .entries import EntryDecoder
 from .pump import Put, pumped
+from .topic_names import partition_index
 from .value_schema import ValueSchema
+from .writer_schemas import fetch_from_store, missing_versions
 
 READ_BYTES = 2 << 20  # about this much per bookie read request: the first rows reach Spark sooner
 READ_CHUNK_MIN, READ_CHUNK_MAX = 16, 1024  # entries per read request
@@ -51,7 +52,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
     from bookie.client.config import ClientConfig
     from metadata import open_store
 
-    partition = int(topic.rsplit(PARTITION_SUFFIX, 1)[1]) if PARTITION_SUFFIX in topic else -1
+    partition = partition_index(topic)
 
     async def fetch(put: Put, stop: threading.Event) -> None:
         store: MetadataStore
@@ -71,7 +72,10 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
                                 return
                             got = await lh.read_unconfirmed(lo, min(last, lo + chunk - 1))
                             parsed = [parse_entry(e.data) for e in got]
-                            await put([(lid, e.entry_id, p.metadata, p.payload) for e, p in zip(got, parsed)])
+                            items = [(lid, e.entry_id, p.metadata, p.payload) for e, p in zip(got, parsed)]
+                            if value_schema is not None and (versions := missing_versions(value_schema, topic, items)):
+                                await fetch_from_store(store, value_schema, topic, versions)
+                            await put(items)
                     finally:
                         await lh.close()
         finally:

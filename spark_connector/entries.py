@@ -2,10 +2,11 @@
 
 An entry is what a producer sent: ``MessageMetadata`` + payload, the payload a batch of
 ``[u32 size][SingleMessageMetadata][body]`` records when ``num_messages_in_batch`` is set.
-A batch of ``VECTOR_MIN`` records or more is decoded without per-record Python: its records are
-located and their metadata read by :func:`scan_batch` (numpy), and a run of such entries becomes
-Arrow columns at once (:class:`ScannedRun`). Smaller batches, single messages, and batches the scan does not vouch for are
-appended row by row to per-column lists (an inline scanner reads each record's metadata, with
+A run of consecutive batches of ``VECTOR_MIN`` records or more in all (however small each batch)
+is decoded without per-record Python: its records are located and their metadata read by
+:func:`scan_batch` (numpy), and the run becomes Arrow columns at once (:class:`ScannedRun`).
+Shorter runs, single messages, and batches the scan does not vouch for are appended row by row
+to per-column lists (an inline scanner reads each record's metadata, with
 protobuf only for rare fields). Both kinds keep their order in the record batches.
 """
 
@@ -19,20 +20,13 @@ import pyarrow as pa
 
 from .positions import Pos
 from .rows import ARROW_SCHEMA, _varint
-from .scanned_rows import TS, BatchEntry, Columns, ScannedRun, id_suffixes
+from .scanned_rows import TS, BatchEntry, Columns, ScannedRun, _suffixes
+from .topic_names import registry_topic
 from .value_schema import ValueSchema
 
 _U32 = struct.Struct(">I").unpack_from
-_SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
-VECTOR_MIN = 32  # records in a batch from which the numpy scan beats the per-record loop
+VECTOR_MIN = 32  # records in a run of batches from which the numpy scan beats the per-record loop
 BATCH_BYTES = 16 << 20  # a record batch ends at this many payload bytes, whatever recordBatchSize says
-
-
-def _suffixes(n: int) -> list[bytes]:
-    s = _SUFFIXES.get(n)
-    if s is None:
-        s = _SUFFIXES[n] = id_suffixes(n)
-    return s
 
 
 def _uvarint(buf: bytes, p: int) -> tuple[int, int]:
@@ -116,11 +110,15 @@ class EntryDecoder:
         self.done = False  # reached the range's end (or endingTime)
         self.chunks: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
         self._part = b"\x18" + _varint(partition) if partition != -1 else b""
+        self._ledger, self._ledger_field = -1, b""
+        self._schema_topic = registry_topic(topic)
+        self.writer: tuple[str, int] | None = None  # the schema the rows added now were written with (None: latest)
         self._reset()
 
     def _reset(self) -> None:
         # decoded batches: (value, __key, __messageId, __publishTime, __eventTime) arrays
         self.chunks_done: list[Columns] = []
+        self.chunk_writers: list[tuple[str, int] | None] = []  # each chunk's writer schema
         self.rows_done = 0
         self.bytes = 0  # payload bytes taken since the last record batch
         self.run: ScannedRun | None = None  # batched entries since the last of those, not decoded yet
@@ -140,7 +138,9 @@ class EntryDecoder:
         return self.rows_done + len(self.values) + (self.run.rows if self.run is not None else 0)
 
     def _prefix(self, ledger: int, entry: int) -> bytes:
-        return b"\x08" + _varint(ledger) + b"\x10" + _varint(entry) + self._part
+        if ledger != self._ledger:  # entries of one ledger share the prefix's start
+            self._ledger, self._ledger_field = ledger, b"\x08" + _varint(ledger) + b"\x10"
+        return self._ledger_field + _varint(entry) + self._part
 
     def add_entry(self, ledger: int, entry: int, meta: Any, payload: Any) -> None:
         """One entry (``meta``: its parsed MessageMetadata, ``payload``: bytes after it)."""
@@ -158,6 +158,8 @@ class EntryDecoder:
         if self.ending_time is not None and publish >= self.ending_time:
             self.done = True
             return
+        if self.value_schema is not None:
+            self._set_writer(meta)
         if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
             self._add_chunk(ledger, entry, meta, payload)
             return
@@ -176,14 +178,21 @@ class EntryDecoder:
             return
         first = start.batch_index if (ledger, entry) == (start.ledger_id, start.entry_id) else 0
         last = end.batch_index if (ledger, entry) == (end.ledger_id, end.entry_id) else 1 << 31
-        n = meta.num_messages_in_batch
-        if n >= VECTOR_MIN:
+        if self.run is None:
             self._seal_rows()
-            if self.run is None:
-                self.run = ScannedRun()
-            self.run.add(BatchEntry(body, n, self._prefix(ledger, entry), publish_us, max(first, 0), last))
-        else:
-            self._add_batch(bytes(body), n, self._prefix(ledger, entry), publish_us, max(first, 0), last)
+            self.run = ScannedRun()
+        self.run.add(BatchEntry(body, meta.num_messages_in_batch, self._prefix(ledger, entry), publish_us,
+                                max(first, 0), last))
+
+    def _set_writer(self, meta: Any) -> None:
+        """Rows of another schema version than the rows before go to chunks of their own."""
+        assert self.value_schema is not None
+        version = int.from_bytes(meta.schema_version, "big", signed=True) if meta.HasField("schema_version") else None
+        writer = None if self.value_schema.is_latest(self._schema_topic, version) else (self._schema_topic, version)
+        if writer != self.writer:
+            self._seal_run()  # a short run becomes rows: sealed next
+            self._seal_rows()
+            self.writer = writer  # type: ignore[assignment]
 
     def _seal_props(self) -> None:
         if self.prop_offsets:
@@ -195,6 +204,10 @@ class EntryDecoder:
         one when they do not scan together, or record by record when one does not scan."""
         run, self.run = self.run, None
         if run is None:
+            return
+        if run.records < VECTOR_MIN:  # numpy's per-call cost is more than the per-record loop's
+            for e in run.entries:
+                self._add_batch(bytes(e.body), e.n, e.prefix, e.publish_us, e.first, e.last)
             return
         got = run.columns()
         if got is not None:
@@ -212,6 +225,7 @@ class EntryDecoder:
 
     def _add_columns(self, columns: Columns, props: list[list[tuple[str, str]]] | None) -> None:
         self.chunks_done.append(columns)
+        self.chunk_writers.append(self.writer)
         self.rows_done += len(columns[0])
         pk, pv = self.prop_keys, self.prop_values
         self._seal_props()
@@ -233,6 +247,7 @@ class EntryDecoder:
         self.chunks_done.append((pa.array(self.values, pa.binary()), pa.array(self.keys, pa.string()),
                                  pa.array(self.ids, pa.binary()), pa.array(self.publish, TS),
                                  pa.array(self.event, TS)))
+        self.chunk_writers.append(self.writer)
         self.rows_done += n
         self.values, self.keys, self.ids, self.publish, self.event = [], [], [], [], []
 
@@ -344,8 +359,8 @@ class EntryDecoder:
                 close()
 
     def flush(self) -> pa.RecordBatch:
+        self._seal_run()  # while a run is open no row is appended one by one: the run's rows come last
         self._seal_rows()
-        self._seal_run()
         chunks = self.chunks_done
         columns = [c[0] if len(chunks) == 1 else pa.concat_arrays(c) for c in zip(*chunks)] if chunks \
             else [pa.array([], pa.binary()), pa.array([], pa.string()), pa.array([], pa.binary()),
@@ -356,8 +371,7 @@ class EntryDecoder:
         offsets = np.concatenate([np.zeros(1, np.int32), *self.prop_offset_chunks])
         props = pa.MapArray.from_arrays(pa.array(offsets), pa.array(self.prop_keys, pa.string()),
                                         pa.array(self.prop_values, pa.string()))
-        values: list[Any] = [value_col] if self.value_schema is None \
-            else self.value_schema.decode(value_col.to_pylist(), id_col.to_pylist())
+        values: list[Any] = [value_col] if self.value_schema is None else self._decode_values(value_col, id_col)
         arrays: list[Any] = [
             *values,
             key_col,
@@ -369,3 +383,21 @@ class EntryDecoder:
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    def _decode_values(self, value_col: pa.Array, id_col: pa.Array) -> list[pa.Array]:
+        """The value schema's columns of the flushed rows, each run of chunks with its writer schema."""
+        assert self.value_schema is not None
+        runs: list[tuple[tuple[str, int] | None, int]] = []  # (writer, rows), consecutive writers merged
+        for chunk, writer in zip(self.chunks_done, self.chunk_writers):
+            if runs and runs[-1][0] == writer:
+                runs[-1] = (writer, runs[-1][1] + len(chunk[0]))
+            else:
+                runs.append((writer, len(chunk[0])))
+        if len(runs) <= 1:
+            return self.value_schema.decode(value_col.to_pylist(), id_col.to_pylist(), runs[0][0] if runs else None)
+        parts, at = [], 0
+        for writer, rows in runs:
+            parts.append(self.value_schema.decode(value_col.slice(at, rows).to_pylist(),
+                                                  id_col.slice(at, rows).to_pylist(), writer))
+            at += rows
+        return [pa.concat_arrays(list(col)) for col in zip(*parts)]

@@ -103,7 +103,7 @@ def _offsets(opts: Mapping[str, str], name: str, key: str, default: str) -> Any:
         raise PulsarOptionError(name, "must be earliest, latest or a JSON object topic-partition -> message id") from None
     if not isinstance(data, dict) or not data:
         raise PulsarOptionError(name, "the JSON must be a non-empty object topic-partition -> message id")
-    from .admin import full_topic_name
+    from .topic_names import full_topic_name
     out: dict[str, Pos] = {}
     for tp, value in data.items():
         try:

@@ -32,7 +32,14 @@ def message_id(partition: int, ledger_id: int, entry_id: int, batch_index: int, 
     return mid
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def _varint(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _ONE_BYTE[n]
+    if 0 <= n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     n &= 0xFFFFFFFFFFFFFFFF  # negative int32/int64 values take ten bytes, as protobuf writes them
     out = bytearray()
     while n >= 0x80:

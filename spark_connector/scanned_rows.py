@@ -21,7 +21,9 @@ from .rows import _varint
 
 TS = pa.timestamp("us", tz="UTC")
 _ID_LAYOUTS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+_SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
 _ZEROS = bytes(PAD)
+SMALL_BATCHES = 16  # records per batch on average under which ids are joined as bytes, not placed by numpy
 Columns = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]  # value, key, id, publish, event
 
 
@@ -29,6 +31,16 @@ def id_suffixes(n: int) -> list[bytes]:
     """The ``batch_index`` and ``batch_size`` fields of each message id of a batch of ``n``."""
     tail = b"0" + _varint(n)
     return [b" " + _varint(i) + tail for i in range(n)]
+
+
+def _suffixes(n: int) -> list[bytes]:
+    """:func:`id_suffixes`, cached per batch size."""
+    s = _SUFFIXES.get(n)
+    if s is None:
+        if len(_SUFFIXES) > 4096:
+            _SUFFIXES.clear()
+        s = _SUFFIXES[n] = id_suffixes(n)
+    return s
 
 
 def _varints_of(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,10 +129,12 @@ class ScannedRun:
     def __init__(self) -> None:
         self.entries: list[BatchEntry] = []
         self.rows = 0  # rows in range (before compacted-out records are dropped)
+        self.records = 0  # records in the run's batches
 
     def add(self, entry: BatchEntry) -> None:
         self.entries.append(entry)
         self.rows += max(min(entry.n, entry.last) - entry.first, 0)
+        self.records += entry.n
 
     def columns(self) -> tuple[Columns, list[list[tuple[str, str]]] | None] | None:
         """The run's rows and their properties (None: no row has any), or None when the joined
@@ -148,16 +162,34 @@ class ScannedRun:
                 mask[firsts[i]:firsts[i] + min(e.first, e.n)] = False
                 mask[firsts[i] + min(e.last, e.n):firsts[i] + e.n] = False
             keep = np.flatnonzero(mask)
-        id_bytes, id_sizes, kept = [], [], []
-        for i, e in enumerate(entries):
-            local = None if keep is None else keep[(keep >= firsts[i]) & (keep < firsts[i] + e.n)] - firsts[i]
-            if local is not None and len(local) == e.n:
-                local = None
-            ib, isz = message_ids(e.prefix, e.n, local)
-            id_bytes.append(ib)
-            id_sizes.append(isz)
-            kept.append(e.n if local is None else len(local))
         rows = n if keep is None else len(keep)
+        kept: list[int] = []
+        if n < SMALL_BATCHES * len(entries):  # small batches: numpy's per-entry cost is more than a list's
+            id_list: list[bytes] = []
+            for i, e in enumerate(entries):
+                prefix, suffixes = e.prefix, _suffixes(e.n)
+                if keep is None:
+                    id_list.extend([prefix + x for x in suffixes])
+                    kept.append(e.n)
+                else:
+                    local = keep[(keep >= firsts[i]) & (keep < firsts[i] + e.n)] - firsts[i]
+                    id_list.extend([prefix + suffixes[j] for j in local.tolist()])
+                    kept.append(len(local))
+            ids = pa.array(id_list, pa.binary())
+        else:
+            id_bytes, id_sizes = [], []
+            for i, e in enumerate(entries):
+                local = None if keep is None else keep[(keep >= firsts[i]) & (keep < firsts[i] + e.n)] - firsts[i]
+                if local is not None and len(local) == e.n:
+                    local = None
+                ib, isz = message_ids(e.prefix, e.n, local)
+                id_bytes.append(ib)
+                id_sizes.append(isz)
+                kept.append(e.n if local is None else len(local))
+            id_offsets = np.zeros(rows + 1, np.int32)
+            np.cumsum(np.concatenate(id_sizes), out=id_offsets[1:])
+            ids = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(id_offsets),
+                                                           pa.py_buffer(np.concatenate(id_bytes))])
         buffer = pa.py_buffer(joined)
         pick_index = np.arange(0, 2 * n, 2, dtype=np.int64) if keep is None else 2 * keep
         pick = pa.array(pick_index)
@@ -171,10 +203,6 @@ class ScannedRun:
         else:
             keys = pa.nulls(rows, pa.large_binary())
         keys = keys.cast(pa.large_string()).cast(pa.string())  # checks UTF-8 as a str decode would
-        id_offsets = np.zeros(rows + 1, np.int32)
-        np.cumsum(np.concatenate(id_sizes), out=id_offsets[1:])
-        ids = pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(id_offsets),
-                                                       pa.py_buffer(np.concatenate(id_bytes))])
         event = rec.event_time if keep is None else rec.event_time[keep]
         events = pa.array(event * 1000, TS, mask=event == 0) if event.any() else pa.nulls(rows, TS)
         publish = pa.array(np.repeat(np.array([e.publish_us for e in entries], np.int64), kept), TS)

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from .errors import PulsarAdminError, PulsarOptionError
 from .options import PulsarOptions, parse_options
 from .rows import META_DDL, SCHEMA_DDL
+from .topic_names import registry_topic
 from .value_schema import ValueSchema
 
 _UNSET: Any = object()
@@ -22,15 +23,18 @@ _UNSET: Any = object()
 def topics_value_schema(opts: PulsarOptions) -> ValueSchema | None:
     """The value schema shared by the selected topics (None: raw bytes). Topics whose schemas
     differ cannot share one DataFrame: that is an error naming the topic option."""
-    from .admin import AdminClient
+    from .admin import AdminClient, full_topic_name
     from .planner import resolve_topics
 
     admin = AdminClient.for_options(opts)
     found: dict[str, tuple[str, str] | None] = {}
+    latest: dict[str, int] = {}
     for topic in resolve_topics(opts, admin):
         info = admin.schema(topic)
         kind = str(info.get("type", "")).upper() if info else ""
         found[topic] = (kind, str(info.get("data", ""))) if info and kind in ("JSON", "AVRO") else None
+        if info and isinstance(info.get("version"), int):
+            latest[registry_topic(full_topic_name(topic))] = info["version"]
     distinct = set(found.values())
     if not distinct or distinct == {None}:
         return None
@@ -39,7 +43,7 @@ def topics_value_schema(opts: PulsarOptions) -> ValueSchema | None:
         raise PulsarOptionError(option, "the topics have different value schemas, read them separately: "
                                 + ", ".join(f"{t}: {s[0] if s else 'bytes'}" for t, s in sorted(found.items())))
     kind, definition = next(iter(distinct))  # type: ignore[misc]
-    return ValueSchema(kind, definition)
+    return ValueSchema(kind, definition, latest)
 
 if TYPE_CHECKING:  # imported when Spark asks for them: a read does not load the writer
     from .batch import PulsarBatchReader

@@ -7,6 +7,12 @@ objects. Types: boolean, int, long, float, double, string, bytes, enum (string),
 (binary), arrays, maps (string keys), nested records (structs), ``["null", T]`` unions
 (nullable T), logical ``timestamp-millis``/``timestamp-micros`` (timestamp) and ``date``.
 Other unions are rejected when the query is analysed.
+
+The columns are the topic's latest schema version's. A message written with an older version
+(its ``schema_version``) is decoded with that writer schema and resolved to the latest one's
+fields, as Avro schema resolution does: fields it lacks take the latest schema's default (null
+when none). The executors fetch those writer schemas from the registry as they meet them
+(:meth:`ValueSchema.add_writer`).
 """
 
 from __future__ import annotations
@@ -88,10 +94,13 @@ class ValueSchema:
     """The decoded-value columns of a topic with a JSON or AVRO schema (picklable: executors
     rebuild the parsed forms from the definition text)."""
 
-    def __init__(self, kind: str, definition: str) -> None:
+    def __init__(self, kind: str, definition: str, latest: dict[str, int] | None = None) -> None:
         if kind not in ("JSON", "AVRO"):
             raise ValueError(f"not a record schema type: {kind}")
         self.kind, self.definition = kind, definition
+        self.latest = dict(latest or {})  # topic (partitions: their topic's name) -> version of `definition`
+        # (topic, other version) met in the data -> (type name, definition) as the registry holds them
+        self.writers: dict[tuple[str, int], tuple[str, str]] = {}
         self._setup()
 
     def _setup(self) -> None:
@@ -104,13 +113,29 @@ class ValueSchema:
         self.record = _convert(self.avro)
         self.fields = [(f["name"], _convert(f["type"])) for f in self.avro.get("fields", [])]
         self._parsed: Any = None
+        self._writer_parsed: dict[tuple[str, int], Any] = {}
 
-    def __getstate__(self) -> dict[str, str]:
-        return {"kind": self.kind, "definition": self.definition}
+    def __getstate__(self) -> dict[str, Any]:
+        return {"kind": self.kind, "definition": self.definition, "latest": self.latest}
 
-    def __setstate__(self, state: dict[str, str]) -> None:
-        self.kind, self.definition = state["kind"], state["definition"]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.kind, self.definition, self.latest = state["kind"], state["definition"], state.get("latest", {})
+        self.writers = {}
         self._setup()
+
+    def is_latest(self, topic: str, version: int | None) -> bool:
+        """Whether values of ``topic``'s schema ``version`` (None: the message names none)
+        decode with the latest schema as they are."""
+        return version is None or self.latest.get(topic, version) == version
+
+    def needs_writer(self, topic: str, version: int | None) -> bool:
+        """Whether values of ``topic``'s schema ``version`` need a writer schema that
+        :meth:`add_writer` has not been given yet."""
+        return not self.is_latest(topic, version) and (topic, version) not in self.writers
+
+    def add_writer(self, topic: str, version: int, kind: str, definition: str) -> None:
+        """The registry's schema ``version`` of ``topic`` (``kind``: its type name)."""
+        self.writers[(topic, version)] = (kind.upper(), definition)
 
     @property
     def column_names(self) -> list[str]:
@@ -122,23 +147,56 @@ class ValueSchema:
     def arrow_fields(self) -> list[pa.Field]:
         return [pa.field(name, t.arrow) for name, t in self.fields]
 
-    def _decode_one(self, data: bytes) -> Any:
+    def _reader(self, writer_key: tuple[str, int] | None) -> Callable[[bytes], Any]:
+        """The decoder of one payload written with the schema ``writer_key`` (topic, version;
+        None: the latest) into a latest-schema record."""
+        writer = None if writer_key is None else self.writers.get(writer_key)
+        if writer_key is not None and writer is None:
+            raise PulsarConnectorError(f"{writer_key[0]}: no writer schema for version {writer_key[1]} was fetched")
+        if writer is not None and (writer[0] not in ("JSON", "AVRO") or writer[1] == self.definition):
+            writer = None  # the latest's definition, or a bytes version of a topic now typed: as latest
         if self.kind == "JSON":
-            return json.loads(data)
+            if writer is None:
+                return json.loads
+            # JSON carries field names: only the fields the writer lacked need the latest defaults
+            defaults = {f["name"]: f["default"] for f in self.avro.get("fields", []) if "default" in f}
+            if not defaults:
+                return json.loads
+
+            def with_defaults(data: bytes) -> Any:
+                rec = json.loads(data)
+                if isinstance(rec, dict):
+                    for name, value in defaults.items():
+                        rec.setdefault(name, value)
+                return rec
+            return with_defaults
         import fastavro
 
         if self._parsed is None:
             self._parsed = fastavro.parse_schema(self.avro)
-        return fastavro.schemaless_reader(io.BytesIO(data), self._parsed, None)
+        reader = self._parsed
+        if writer is not None:
+            assert writer_key is not None
+            parsed = self._writer_parsed.get(writer_key)
+            if parsed is None:
+                try:
+                    parsed = self._writer_parsed[writer_key] = fastavro.parse_schema(json.loads(writer[1]))
+                except Exception as exc:
+                    raise PulsarConnectorError(f"{writer_key[0]}: schema version {writer_key[1]} does not "
+                                               f"parse: {exc!r}") from None
+            return lambda data: fastavro.schemaless_reader(io.BytesIO(data), parsed, reader)
+        return lambda data: fastavro.schemaless_reader(io.BytesIO(data), reader, None)
 
-    def decode(self, values: list[bytes], ids: list[bytes]) -> list[pa.Array]:
-        """One Arrow array per field for the payloads ``values`` (``ids``: for error messages)."""
+    def decode(self, values: list[bytes], ids: list[bytes], writer: tuple[str, int] | None = None) -> list[pa.Array]:
+        """One Arrow array per field for the payloads ``values`` written with the schema
+        ``writer`` ((topic, version); None: the latest; ``ids``: for error messages)."""
         js = self.kind == "JSON"
         conv = self.record.conv
         records = []
+        decode_one = self._reader(writer)
         for i, data in enumerate(values):
             try:
-                rec = self._decode_one(data)
+                rec = decode_one(data)
                 if not isinstance(rec, dict):
                     raise ValueError(f"not a record but {type(rec).__name__}")
                 records.append(conv(rec, js) if conv is not None else rec)
@@ -148,7 +206,7 @@ class ValueSchema:
                 mid = MessageId.deserialize(ids[i])
                 raise PulsarConnectorError(
                     f"message {mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()} does not decode with the "
-                    f"topic's {self.kind} schema: {exc!r}") from None
+                    f"topic's {self.kind} schema{'' if writer is None else f' version {writer[1]}'}: {exc!r}") from None
         try:
             struct = pa.array(records, type=self.record.arrow)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

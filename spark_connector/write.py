@@ -142,7 +142,7 @@ class _TaskProducers:
 
 def write_rows(opts: PulsarOptions, schema: StructType, rows: Iterator[Any], name: str, epoch: int,
                attempt: int) -> WriteResult:
-    from .admin import full_topic_name
+    from .topic_names import full_topic_name
 
     names = schema.fieldNames()
 

@@ -99,6 +99,15 @@ def test_batch_read_equals_what_was_produced(spark: Any, pulsar_node: Any) -> No
     # readers are non-durable: the batch reads left no subscription pinning retention
     from tests.spark.conftest import admin_call
     assert admin_call(pulsar_node, "GET", f"/admin/v2/persistent/public/default/{topic}/subscriptions") == []
+    # nor a non-durable one: the read closes its connection without closing its consumer first
+    deadline = time.monotonic() + 10
+    while True:
+        left = {i: admin_call(pulsar_node, "GET", f"/admin/v2/persistent/public/default/{topic}-partition-{i}/stats")
+                ["subscriptions"] for i in range(4)}  # type: ignore[index]
+        if not any(left.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not any(left.values()), left
 
 
 def test_offsets_and_times_select_ranges(spark: Any, pulsar_node: Any) -> None:

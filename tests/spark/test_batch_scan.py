@@ -86,6 +86,29 @@ def test_scan_rows_equal_record_by_record_rows(seed: int, monkeypatch: pytest.Mo
     assert sum(used) >= len(used) // 2, used  # most batches take the scan
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_runs_of_small_batches_equal_record_by_record_rows(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small batches are scanned together once their run holds VECTOR_MIN records (a shorter run,
+    cut by a single message or the record batch's end, goes record by record): same rows, same order."""
+    rnd = random.Random(100 + seed)
+    items = []
+    for entry in range(80):
+        meta = MessageMetadata(producer_name="p", sequence_id=entry, publish_time=1_700_000_000_000 + entry)
+        if rnd.random() < 0.1:
+            meta.partition_key = "single"
+            items.append((7, entry, meta, b"one%d" % entry))
+            continue
+        n = rnd.choice([1, 2, 3, 5, 8])
+        meta.num_messages_in_batch = n
+        items.append((7, entry, meta, _batch([_record(rnd, i) for i in range(n)])))
+    used: list[bool] = []
+    for start, end in [(EARLIEST, LATEST), (Pos(7, 2, 1), Pos(7, 60, 2))]:
+        by_record = _decode(items, 1 << 40, start, end, monkeypatch)
+        runs = _decode(items, 32, start, end, monkeypatch, used)
+        assert runs.equals(by_record), (seed, start, end)
+    assert any(used), used  # some runs took the scan
+
+
 def test_the_scan_covers_the_usual_batches() -> None:
     rnd = random.Random(3)
     records = [_record(rnd, i) for i in range(200)]
