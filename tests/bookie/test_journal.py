@@ -268,3 +268,31 @@ async def test_an_input_batch_leaves_a_group_for_the_thread_to_the_writer_task(t
         assert durable == [[0]]
         nursery.cancel_scope.cancel()
     assert [r.entry_id for r in replay_records(j.current_dir, first)] == [0]
+
+
+async def test_pages_are_dropped_from_the_cache_8mb_behind_in_steps_not_per_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """journal_remove_pages_from_cache as BookKeeper: the last 8 MB stay cached; older pages
+    are dropped in 1 MB steps, not by one fadvise per group (a system call per unbatched add)."""
+    from bookie import journal as journal_module
+
+    drops: list[tuple[int, int]] = []
+    monkeypatch.setattr(journal_module.os, "posix_fadvise", lambda fd, off, n, advice: drops.append((off, n)))
+    cfg = make_config(tmp_path, journal_flush_when_queue_empty=True)
+    j = Journal(cfg, BookieMetrics())
+    j.open_new_file()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        for i in range(200):  # 200 small groups, far less than 8 MB
+            await j.append_and_wait(_payload(1, i))
+        assert drops == []
+        for i in range(200, 240):  # 40 groups of 256 KiB: 10 MB
+            await j.append_and_wait(_payload(1, i, 256 * 1024))
+        nursery.cancel_scope.cancel()
+    position = j.durable_mark.offset
+    j.close()
+    assert 1 <= len(drops) <= 3
+    assert drops[0][0] == 0 and all(a[0] + a[1] == b[0] for a, b in zip(drops, drops[1:]))  # contiguous
+    dropped_to = drops[-1][0] + drops[-1][1]
+    assert position - 9 * 2**20 < dropped_to <= position - 8 * 2**20
+    assert [r.entry_id for r in replay_records(j.current_dir, LogMark())] == list(range(240))
