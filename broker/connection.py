@@ -243,12 +243,18 @@ class ServerConnection:
             # yield: any other command, and a SEND that waits for room (_on_send).
             try:
                 for frame in decoded:
-                    if frame.command.type == _SEND:
-                        input_batch.begin()
-                    else:
-                        input_batch.end()
+                    cmd = frame.command
                     try:
-                        keep = await self._handle(frame)
+                        if cmd.type == _SEND and self.connected:
+                            input_batch.begin()
+                            # Handled in this task step, no coroutine per SEND (only one that
+                            # must wait for room goes through _on_send).
+                            keep = self._send_now(cmd.send, frame)
+                            if keep is None:
+                                keep = await self._on_send(cmd.send, frame)
+                        else:
+                            input_batch.end()
+                            keep = await self._handle(frame)
                     except _STREAM_ERRORS:
                         raise
                     except Exception as exc:
@@ -413,7 +419,7 @@ class ServerConnection:
         if t not in COMMAND_ACCESS:
             # No declared access rule (see broker/authorization.py): refused, whoever asks.
             await self._authorize(cmd)
-        if t == T.SEND:
+        if t == T.SEND:  # (the reader handles a SEND itself once connected)
             return await self._on_send(cmd.send, frame)
         elif t == T.FLOW:
             c = self.consumers.get(cmd.flow.consumer_id)
@@ -593,7 +599,26 @@ class ServerConnection:
             self._creating_producers.discard(pid)
 
     async def _on_send(self, c: pb.CommandSend, frame: frames.Frame) -> bool:
-        """Persist one SEND (receipts in order); False = close the connection."""
+        """Persist one SEND (receipts in order), waiting for room first (at most
+        max_pending_publish_requests_per_connection in flight); False = close the connection."""
+        limit = self.config.max_pending_publish_requests_per_connection
+        while self._pending_publish >= limit:
+            # The SENDs before this one are written now (their group was deferred to the end
+            # of the input batch): that may already make room, before a new Event would miss it.
+            input_batch.end()
+            if self._pending_publish < limit:
+                break
+            self._publish_room = trio.Event()
+            await self._publish_room.wait()
+        keep = self._send_now(c, frame)
+        assert keep is not None  # room was made above, nothing awaited since
+        return keep
+
+    def _send_now(self, c: pb.CommandSend, frame: frames.Frame) -> bool | None:
+        """Persist one SEND without awaiting (receipts in order); False = close the connection,
+        None = no room now (nothing done: the caller awaits ``_on_send``)."""
+        if self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
+            return None
         pid = c.producer_id
         producer = self.producers.get(pid)
         if producer is None or producer.closed:
@@ -622,15 +647,6 @@ class ServerConnection:
             return True
         data = frame.stored_entry()
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
-        limit = self.config.max_pending_publish_requests_per_connection
-        while self._pending_publish >= limit:
-            # The SENDs before this one are written now (their group was deferred to the end
-            # of the input batch): that may already make room, before a new Event would miss it.
-            input_batch.end()
-            if self._pending_publish < limit:
-                break
-            self._publish_room = trio.Event()
-            await self._publish_room.wait()
         self._pending_publish += 1
         self.service.metrics.published(c.num_messages, len(data))
         producer.topic.publish(producer, slot, data, self._publish_done)
