@@ -10,6 +10,7 @@ medians are printed and written as JSON. Latency p50/p99 of the same sends are r
 (wall time: only comparable within a round).
 
     .venv/bin/python bench/bench_publish_cpu.py [--repo DIR ...] [--messages 20000] [--rounds 3] [--disk]
+        [--paired 1000]  # all checkouts' standalones at once, blocks of 1000 sends alternating
 """
 
 from __future__ import annotations
@@ -19,23 +20,17 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(REPO))
+from bench import bench_e2e  # noqa: E402
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -46,43 +41,29 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 
 
 def start_standalone(repo: Path, root: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
-    port, web = free_port(), free_port()
-    cmd = [sys.executable, "-m", "quire", "standalone", "--data-dir", str(root / "data"), "--port", str(port),
-           "--web-port", str(web), "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"]
-    full_env = dict(os.environ, PYTHONPATH=str(repo), **(env or {}))
-    proc = subprocess.Popen(cmd, cwd=repo, env=full_env, stdout=subprocess.DEVNULL,
-                            stderr=open(root / "standalone.log", "w"))
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=1)
-            return proc, port
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("standalone did not start: " + (root / "standalone.log").read_text()[-2000:])
+    return bench_e2e.start_standalone(root, repo, env or {})
 
 
-def one_at_a_time(send: Callable[[bytes], Any], payload: bytes, n: int, pid: int) -> dict:
-    lat = []
+def one_at_a_time(send: Callable[[bytes], Any], payload: bytes, n: int, pid: int, lat: list[float]) -> tuple[float, float]:
+    """``n`` sends, each after the previous one's receipt; their latencies are appended to
+    ``lat``; returns the standalone's (user, system) CPU seconds over them."""
     cpu0 = cpu_seconds(pid)
     for _ in range(n):
         t0 = time.perf_counter()
         send(payload)
         lat.append(time.perf_counter() - t0)
     cpu1 = cpu_seconds(pid)
-    user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    return cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+
+
+def summarize(n: int, user: float, system: float, lat: list[float]) -> dict:
     lat.sort()
     return {"server_cpu_us_per_msg": (user + system) / n * 1e6, "server_user_us_per_msg": user / n * 1e6,
             "server_system_us_per_msg": system / n * 1e6, "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
 
 
 def run_client(kind: str, port: int, pid: int, n: int, size: int) -> dict:
-    if kind == "official":
-        import pulsar as lib
-    else:
-        sys.path.insert(0, str(REPO))
-        import clients as lib  # type: ignore[no-redef]
+    lib = client_lib(kind)
     client = lib.Client(f"pulsar://127.0.0.1:{port}")
     try:
         producer = client.create_producer(f"persistent://public/default/cpu-{kind}-{time.time_ns()}",
@@ -90,11 +71,67 @@ def run_client(kind: str, port: int, pid: int, n: int, size: int) -> dict:
         payload = os.urandom(size)
         for _ in range(200):
             producer.send(payload)  # warm-up: topic loaded, ledger open
-        result = one_at_a_time(producer.send, payload, n, pid)
+        lat: list[float] = []
+        result = summarize(n, *one_at_a_time(producer.send, payload, n, pid, lat), lat)
         producer.close()
         return result
     finally:
         client.close()
+
+
+def client_lib(kind: str) -> Any:
+    if kind == "official":
+        import pulsar
+
+        return pulsar
+    sys.path.insert(0, str(REPO))
+    import clients
+
+    return clients
+
+
+def paired_round(repos: list[Path], kinds: list[str], n: int, size: int, block: int, base: str | None) -> dict[str, dict]:
+    """Every checkout's standalone runs at once; blocks of ``block`` sends alternate between
+    them (A B A B ...), so each sees the same load; a checkout's CPU counts over its blocks only."""
+    procs, roots = [], []
+    try:
+        for repo in repos:
+            roots.append(Path(tempfile.mkdtemp(prefix="bench-cpu-", dir=base)))
+            procs.append(start_standalone(repo, roots[-1]))
+        out: dict[str, dict] = {}
+        for kind in kinds:
+            lib = client_lib(kind)
+            payload = os.urandom(size)
+            conns = []
+            for (proc, port) in procs:
+                client = lib.Client(f"pulsar://127.0.0.1:{port}")
+                producer = client.create_producer(f"persistent://public/default/cpu-{kind}-{time.time_ns()}",
+                                                  batching_enabled=False)
+                for _ in range(200):
+                    producer.send(payload)  # warm-up: topic loaded, ledger open
+                conns.append((client, producer))
+            acc = [{"user": 0.0, "system": 0.0, "lat": []} for _ in repos]
+            for start in range(0, n, block):
+                for i, (proc, _port) in enumerate(procs):
+                    r = one_at_a_time(conns[i][1].send, payload, min(block, n - start), proc.pid, acc[i]["lat"])
+                    acc[i]["user"] += r[0]
+                    acc[i]["system"] += r[1]
+            for i, repo in enumerate(repos):
+                lat = sorted(acc[i]["lat"])
+                out[f"{repo.name}/{kind}"] = {
+                    "server_cpu_us_per_msg": (acc[i]["user"] + acc[i]["system"]) / n * 1e6,
+                    "server_user_us_per_msg": acc[i]["user"] / n * 1e6, "server_system_us_per_msg": acc[i]["system"] / n * 1e6,
+                    "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
+            for client, producer in conns:
+                producer.close()
+                client.close()
+        return out
+    finally:
+        for proc, _port in procs:
+            proc.terminate()
+            proc.wait(30)
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:
@@ -105,6 +142,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", default="official,quire")
     ap.add_argument("--disk", action="store_true", help="data dir on disk (default: tmpfs /dev/shm)")
+    ap.add_argument("--paired", type=int, metavar="BLOCK",
+                    help="run every checkout's standalone at once, alternating blocks of BLOCK sends")
     ap.add_argument("--cprofile", help="write a cProfile (CPU clock) of each standalone's event loop to DIR/")
     ap.add_argument("--py-spy", help="sample each standalone with py-spy (raw flame format) into DIR/")
     ap.add_argument("--perf", help="perf record -g each standalone (CPU samples, kernel too) into DIR/")
@@ -116,6 +155,13 @@ def main() -> None:
     base = None if args.disk else "/dev/shm"
     rows: dict[str, list[dict]] = {}
     for rnd in range(args.rounds):
+        if args.paired:
+            for key, r in paired_round(repos, kinds, args.messages, args.size, args.paired, base).items():
+                rows.setdefault(key, []).append(r)
+                print(f"round {rnd} {key}: server CPU {r['server_cpu_us_per_msg']:.1f} us/msg "
+                      f"(user {r['server_user_us_per_msg']:.1f} system {r['server_system_us_per_msg']:.1f}) "
+                      f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us", flush=True)
+            continue
         for repo in repos:
             root = Path(tempfile.mkdtemp(prefix="bench-cpu-", dir=base))
             env = None

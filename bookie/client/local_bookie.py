@@ -119,22 +119,14 @@ class LocalBookieConnection:
     def send_add(self, ledger_id: int, entry_id: int, flags: int, master_key: bytes, entry: bytes,
                  callback: Callback, timeout_s: float) -> None:
         """``send`` of an ADD request."""
-        if self._closed or not self._running or self._busy or self._backlog:
-            self.send(Request(_OP_ADD, 0, ledger_id, entry_id, flags, master_key, entry), callback, timeout_s)
+        if self._closed:
+            callback(CLIENT_CONNECTION_LOST, None)
             return
-        # The per-add hot path: send and _submit in one frame.
+        # (send, inlined: the per-add hot path)
         rid = self._next_id
         self._next_id = rid + 1
-        req = Request(_OP_ADD, rid, ledger_id, entry_id, flags, master_key, entry)
         self._pending[rid] = (callback, _now() + timeout_s)
-        self._submitting = True
-        try:
-            handled = self._processor.handle_fast(req, self._sink)
-        finally:
-            self._submitting = False
-        if not handled:
-            self._backlog.append(req)
-            self._wake.set()
+        self._submit(Request(_OP_ADD, rid, ledger_id, entry_id, flags, master_key, entry))
 
     def close(self) -> None:
         self._closed = True
