@@ -150,7 +150,7 @@ def main() -> None:
     ap.add_argument("--strace", help="count each standalone's system calls (strace -c -f) into DIR/")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_publish_cpu.json"))
     args = ap.parse_args()
-    repos = [Path(r).resolve() for r in (args.repo or [str(REPO)])]
+    repos = [Path(r).absolute() for r in (args.repo or [str(REPO)])]  # (a link keeps its own name)
     kinds = args.clients.split(",")
     base = None if args.disk else "/dev/shm"
     rows: dict[str, list[dict]] = {}
