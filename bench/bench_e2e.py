@@ -93,11 +93,15 @@ def own_cpu_seconds() -> float:
     return t.user + t.system
 
 
-def start_standalone(root: Path) -> tuple[subprocess.Popen, int]:
+def start_standalone(root: Path, repo: Path = REPO, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    """``quire standalone`` of checkout ``repo`` (its code on PYTHONPATH when ``env`` is given:
+    an A/B run) with its data under ``root``; returns the process and its broker port."""
     port, web = free_port(), free_port()
     cmd = [sys.executable, "-m", "quire", "standalone", "--data-dir", str(root / "data"), "--port", str(port),
            "--web-port", str(web), "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(root / "standalone.log", "w"))
+    full_env = None if env is None else dict(os.environ, PYTHONPATH=str(repo), **env)
+    proc = subprocess.Popen(cmd, cwd=repo, env=full_env, stdout=subprocess.DEVNULL,
+                            stderr=open(root / "standalone.log", "w"))
     deadline = time.time() + 60
     while time.time() < deadline:
         try:

@@ -29,7 +29,7 @@ def write_all_at(fd: int, bufs: Sequence[bytes | bytearray | memoryview], offset
     n = len(bufs)
     while i < n:
         chunk = bufs[i : i + _IOV_MAX]
-        want = sum(len(b) for b in chunk)
+        want = sum(map(len, chunk))
         done = os.pwritev(fd, chunk, offset + total)
         if done < want:  # short write (rare on regular files): finish this chunk the slow way
             rest = memoryview(b"".join(chunk))[done:]
@@ -51,7 +51,7 @@ def write_all_at_durable(fd: int, bufs: Sequence[bytes | bytearray | memoryview]
     """
     global _RWF_DSYNC
     if _RWF_DSYNC is not None and len(bufs) <= _IOV_MAX:
-        want = sum(len(b) for b in bufs)
+        want = sum(map(len, bufs))
         try:
             done = os.pwritev(fd, bufs, offset, _RWF_DSYNC)
         except OSError as exc:

@@ -113,6 +113,7 @@ class _JournalFile:
     fd: int
     position: int
     prealloc_end: int
+    dropped_to: int = 0  # pages below this offset were dropped from the page cache
 
 
 class Journal:
@@ -422,14 +423,20 @@ class Journal:
         while f.position + size > f.prealloc_end:
             self._preallocate(f, f.position + size - f.prealloc_end)
         if sync:
-            start = f.position
             t0 = time.perf_counter()
             f.position += write_all_at_durable(f.fd, bufs, f.position)
             if self.config.journal_test_sync_delay_ms:  # a slow disk, injected by a test
                 time.sleep(self.config.journal_test_sync_delay_ms / 1000)
             self._sync_took = time.perf_counter() - t0
             if self.config.journal_remove_pages_from_cache:
-                os.posix_fadvise(f.fd, start, f.position - start, os.POSIX_FADV_DONTNEED)
+                # As BookKeeper: dropped only once they are _CACHE_DROP_LAG behind the write
+                # position (a page still being filled is not dropped and read back), and here
+                # in steps of _CACHE_DROP_STEP: one fadvise per group cost a system call per
+                # unbatched add.
+                drop_to = f.position - _CACHE_DROP_LAG
+                if drop_to - f.dropped_to >= _CACHE_DROP_STEP:
+                    os.posix_fadvise(f.fd, f.dropped_to, drop_to - f.dropped_to, os.POSIX_FADV_DONTNEED)
+                    f.dropped_to = drop_to
         else:
             f.position += write_all_at(f.fd, bufs, f.position)
         mark = LogMark(f.file_id, f.position)
@@ -490,6 +497,9 @@ class Journal:
 
 
 _SMALL_PREALLOC = 64 * 1024
+# journal_remove_pages_from_cache: BookKeeper keeps the last 8 MB written in the page cache.
+_CACHE_DROP_LAG = 8 * MB
+_CACHE_DROP_STEP = 1 * MB
 # Groups up to this size are written by the writer task itself, larger ones by the writer
 # thread (the event loop goes on meanwhile). A durable write of a few KiB takes about as long
 # as the thread hand-off's wake-ups; a large group's write is worth overlapping.

@@ -296,6 +296,9 @@ class RequestProcessor:
         self._count("add", status, len(tokens))
         first = tokens[0][0]
         adds_done = getattr(first, "adds_done", None)
+        if adds_done is not None and len(tokens) == 1:  # a lone add (unbatched, one at a time)
+            adds_done([tokens[0][1]], status)
+            return
         if adds_done is not None and all(t[0] is first for t in tokens):
             adds_done([t[1] for t in tokens], status)  # in-process: no frames to encode
             return

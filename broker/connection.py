@@ -175,7 +175,7 @@ class ServerConnection:
         self._pending_publish = 0
         self._publish_room = trio.Event()
         self._publish_room.set()
-        self._last_received = trio.current_time()
+        self._reads = 0  # socket reads so far (the keep-alive check looks for progress)
         self._nursery: trio.Nursery | None = None
         self.connected_since = time.time()
 
@@ -231,7 +231,7 @@ class ServerConnection:
                 data = await socket_io.receive_some(stream, fd, 256 * 1024)  # type: ignore[arg-type]
             if not data:
                 return True
-            self._last_received = trio.current_time()
+            self._reads += 1
             try:
                 decoded = self.decoder.feed(data)
             except ProtocolError as exc:
@@ -243,12 +243,18 @@ class ServerConnection:
             # yield: any other command, and a SEND that waits for room (_on_send).
             try:
                 for frame in decoded:
-                    if frame.command.type == _SEND:
-                        input_batch.begin()
-                    else:
-                        input_batch.end()
+                    cmd = frame.command
                     try:
-                        keep = await self._handle(frame)
+                        if cmd.type == _SEND and self.connected:
+                            input_batch.begin()
+                            # Handled in this task step, no coroutine per SEND (only one that
+                            # must wait for room goes through _on_send).
+                            keep = self._send_now(cmd.send, frame)
+                            if keep is None:
+                                keep = await self._on_send(cmd.send, frame)
+                        else:
+                            input_batch.end()
+                            keep = await self._handle(frame)
                     except _STREAM_ERRORS:
                         raise
                     except Exception as exc:
@@ -279,9 +285,14 @@ class ServerConnection:
         interval = self.config.keep_alive_interval_seconds
         if interval <= 0:
             return
+        # A read counter, not a clock per read (that cost three Python calls per SEND): idle
+        # means no read since the check that last saw one.
+        seen, last_read = self._reads, trio.current_time()
         while True:
             await trio.sleep(interval)
-            if trio.current_time() - self._last_received > 2 * interval:
+            if self._reads != seen:
+                seen, last_read = self._reads, trio.current_time()
+            elif trio.current_time() - last_read > 2 * interval:
                 log.info("closing idle connection %s (no keep-alive answer)", self.address)
                 if self._nursery is not None:
                     self._nursery.cancel_scope.cancel()
@@ -330,7 +341,8 @@ class ServerConnection:
     # -- peer interface used by producers and consumers ------------------------------------
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int) -> None:
-        self.write_raw(send_receipt_frame(producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id))
+        if not self.closed:  # (write_raw, inlined: once per stored entry)
+            self.outbox.put(send_receipt_frame(producer_id, sequence_id, highest_sequence_id, ledger_id, entry_id))
 
     def send_send_error(self, producer_id: int, sequence_id: int, error: str, message: str) -> None:
         self.write(C.send_error(producer_id, sequence_id, pb.ServerError.Value(error), message))
@@ -413,7 +425,7 @@ class ServerConnection:
         if t not in COMMAND_ACCESS:
             # No declared access rule (see broker/authorization.py): refused, whoever asks.
             await self._authorize(cmd)
-        if t == T.SEND:
+        if t == T.SEND:  # (the reader handles a SEND itself once connected)
             return await self._on_send(cmd.send, frame)
         elif t == T.FLOW:
             c = self.consumers.get(cmd.flow.consumer_id)
@@ -593,7 +605,26 @@ class ServerConnection:
             self._creating_producers.discard(pid)
 
     async def _on_send(self, c: pb.CommandSend, frame: frames.Frame) -> bool:
-        """Persist one SEND (receipts in order); False = close the connection."""
+        """Persist one SEND (receipts in order), waiting for room first (at most
+        max_pending_publish_requests_per_connection in flight); False = close the connection."""
+        limit = self.config.max_pending_publish_requests_per_connection
+        while self._pending_publish >= limit:
+            # The SENDs before this one are written now (their group was deferred to the end
+            # of the input batch): that may already make room, before a new Event would miss it.
+            input_batch.end()
+            if self._pending_publish < limit:
+                break
+            self._publish_room = trio.Event()
+            await self._publish_room.wait()
+        keep = self._send_now(c, frame)
+        assert keep is not None  # room was made above, nothing awaited since
+        return keep
+
+    def _send_now(self, c: pb.CommandSend, frame: frames.Frame) -> bool | None:
+        """Persist one SEND without awaiting (receipts in order); False = close the connection,
+        None = no room now (nothing done: the caller awaits ``_on_send``)."""
+        if self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
+            return None
         pid = c.producer_id
         producer = self.producers.get(pid)
         if producer is None or producer.closed:
@@ -622,15 +653,6 @@ class ServerConnection:
             return True
         data = frame.stored_entry()
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
-        limit = self.config.max_pending_publish_requests_per_connection
-        while self._pending_publish >= limit:
-            # The SENDs before this one are written now (their group was deferred to the end
-            # of the input batch): that may already make room, before a new Event would miss it.
-            input_batch.end()
-            if self._pending_publish < limit:
-                break
-            self._publish_room = trio.Event()
-            await self._publish_room.wait()
         self._pending_publish += 1
         self.service.metrics.published(c.num_messages, len(data))
         producer.topic.publish(producer, slot, data, self._publish_done)

@@ -91,6 +91,13 @@ class Producer:
 
     def complete(self, slot: PendingSend, ledger_id: int, entry_id: int, error: BrokerError | None = None) -> None:
         slot.ledger_id, slot.entry_id, slot.error, slot.done = ledger_id, entry_id, error, True
+        q = self._pending
+        if error is None and len(q) == 1 and q[0] is slot and not self.closed:  # the only one pending (one at a time)
+            q.popleft()
+            self.msg_in += slot.num_messages
+            self.bytes_in += slot.size
+            self.peer.send_receipt(self.producer_id, slot.sequence_id, slot.highest_sequence_id, ledger_id, entry_id)
+            return
         self._flush()
 
     def _flush(self) -> None:

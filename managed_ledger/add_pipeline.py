@@ -233,7 +233,10 @@ class AddPipeline(ManagedLedgerState):
             self._wake_readers()
         if entry_id == 0 or self._reserved_entries >= self._max_entries or self._reserved_size >= self._max_size_bytes:
             self._after_first_or_full(ledger_id, entry_id)
-        tell_add(callback, pos, None)
+        try:  # (tell_add, inlined: once per add)
+            callback(pos, None)
+        except Exception:
+            log.exception("add_entry callback failed")
 
     async def _take_turn(self, q: "QueuedAdd") -> LedgerHandleView:
         """Slow path of an add (the backlog task, one add at a time): wait for an add slot and

@@ -224,7 +224,8 @@ class LedgerHandle:
         self._add(data, callback)
 
     def _add(self, data: bytes, callback: AddCallback) -> _QueuedAdd | None:
-        self._check_writable()
+        if not self._writable or self._error is not None or self._closing or self._closed:
+            self._check_writable()  # (the raise; the common case tested inline)
         if self._in_flight < self._throttle and not self._waiting:
             self._in_flight += 1
             self._push(data, callback)

@@ -295,3 +295,31 @@ async def test_the_durable_write_time_leaves_out_the_hop_back_from_the_writer_th
     assert samples["bookie_journal_sync_seconds_count"] == 3
     assert samples["bookie_journal_sync_seconds_sum"] < 3 * hop_s
     assert j._sync_ewma < hop_s
+
+
+async def test_pages_are_dropped_from_the_cache_8mb_behind_in_steps_not_per_group(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """journal_remove_pages_from_cache as BookKeeper: the last 8 MB stay cached; older pages
+    are dropped in 1 MB steps, not by one fadvise per group (a system call per unbatched add)."""
+    from bookie import journal as journal_module
+
+    drops: list[tuple[int, int]] = []
+    monkeypatch.setattr(journal_module.os, "posix_fadvise", lambda fd, off, n, advice: drops.append((off, n)))
+    cfg = make_config(tmp_path, journal_flush_when_queue_empty=True)
+    j = Journal(cfg, BookieMetrics())
+    j.open_new_file()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        for i in range(200):  # 200 small groups, far less than 8 MB
+            await j.append_and_wait(_payload(1, i))
+        assert drops == []
+        for i in range(200, 240):  # 40 groups of 256 KiB: 10 MB
+            await j.append_and_wait(_payload(1, i, 256 * 1024))
+        nursery.cancel_scope.cancel()
+    position = j.durable_mark.offset
+    j.close()
+    assert 1 <= len(drops) <= 3
+    assert drops[0][0] == 0 and all(a[0] + a[1] == b[0] for a, b in zip(drops, drops[1:]))  # contiguous
+    dropped_to = drops[-1][0] + drops[-1][1]
+    assert position - 9 * 2**20 < dropped_to <= position - 8 * 2**20
+    assert [r.entry_id for r in replay_records(j.current_dir, LogMark())] == list(range(240))

@@ -25,3 +25,13 @@ def test_decodes_as_a_receipt() -> None:
     r = frame.command.send_receipt
     assert (r.producer_id, r.sequence_id, r.message_id.ledgerId, r.message_id.entryId) == (3, 41, 17, 5)
     assert not r.HasField("highest_sequence_id")
+
+
+def test_same_bytes_as_protobuf_at_every_varint_length() -> None:
+    """Ids at the edges of each unrolled varint length (1, 2, 3 bytes, then the loop)."""
+    edges = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**63 - 1]
+    for n in edges:
+        for args in [(n, n, n, n, n), (1, n, 0, 7, n), (n, 5, 0, n, 3), (2, 3, n, 4, -1)]:
+            pid, seq, highest, lid, eid = args
+            expected = frames.encode_command(C.send_receipt(pid, seq, lid, eid, highest_sequence_id=highest or None))
+            assert send_receipt_frame(pid, seq, highest, lid, eid) == expected, args

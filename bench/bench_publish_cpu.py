@@ -1,0 +1,208 @@
+"""Server CPU per unbatched message on the standalone publish path, A/B between checkouts.
+
+Starts ``quire standalone`` from each given checkout (``--repo``, default this one) with its
+data dir on tmpfs (/dev/shm) or on disk, and sends N one-at-a-time messages (send, wait for
+the receipt, next) with the official client and with ``clients/``. The figure is the CPU time
+of the standalone process (utime + stime of all its threads, /proc/PID/stat) over the N sends,
+divided by N: CPU time is robust to a shared machine, wall time is not. Checkouts run in
+interleaved rounds (A B A B ...) so both see the same load; per-round figures and their
+medians are printed and written as JSON. Latency p50/p99 of the same sends are recorded too
+(wall time: only comparable within a round).
+
+    .venv/bin/python bench/bench_publish_cpu.py [--repo DIR ...] [--messages 20000] [--rounds 3] [--disk]
+        [--paired 1000]  # all checkouts' standalones at once, blocks of 1000 sends alternating
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench import bench_e2e  # noqa: E402
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process (all threads) from /proc, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tck, int(fields[12]) / tck
+
+
+def start_standalone(repo: Path, root: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    return bench_e2e.start_standalone(root, repo, env or {})
+
+
+def one_at_a_time(send: Callable[[bytes], Any], payload: bytes, n: int, pid: int, lat: list[float]) -> tuple[float, float]:
+    """``n`` sends, each after the previous one's receipt; their latencies are appended to
+    ``lat``; returns the standalone's (user, system) CPU seconds over them."""
+    cpu0 = cpu_seconds(pid)
+    for _ in range(n):
+        t0 = time.perf_counter()
+        send(payload)
+        lat.append(time.perf_counter() - t0)
+    cpu1 = cpu_seconds(pid)
+    return cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+
+
+def summarize(n: int, user: float, system: float, lat: list[float]) -> dict:
+    lat.sort()
+    return {"server_cpu_us_per_msg": (user + system) / n * 1e6, "server_user_us_per_msg": user / n * 1e6,
+            "server_system_us_per_msg": system / n * 1e6, "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
+
+
+def run_client(kind: str, port: int, pid: int, n: int, size: int) -> dict:
+    lib = client_lib(kind)
+    client = lib.Client(f"pulsar://127.0.0.1:{port}")
+    try:
+        producer = client.create_producer(f"persistent://public/default/cpu-{kind}-{time.time_ns()}",
+                                          batching_enabled=False)
+        payload = os.urandom(size)
+        for _ in range(200):
+            producer.send(payload)  # warm-up: topic loaded, ledger open
+        lat: list[float] = []
+        result = summarize(n, *one_at_a_time(producer.send, payload, n, pid, lat), lat)
+        producer.close()
+        return result
+    finally:
+        client.close()
+
+
+def client_lib(kind: str) -> Any:
+    if kind == "official":
+        import pulsar
+
+        return pulsar
+    sys.path.insert(0, str(REPO))
+    import clients
+
+    return clients
+
+
+def paired_round(repos: list[Path], kinds: list[str], n: int, size: int, block: int, base: str | None) -> dict[str, dict]:
+    """Every checkout's standalone runs at once; blocks of ``block`` sends alternate between
+    them (A B A B ...), so each sees the same load; a checkout's CPU counts over its blocks only."""
+    procs, roots = [], []
+    try:
+        for repo in repos:
+            roots.append(Path(tempfile.mkdtemp(prefix="bench-cpu-", dir=base)))
+            procs.append(start_standalone(repo, roots[-1]))
+        out: dict[str, dict] = {}
+        for kind in kinds:
+            lib = client_lib(kind)
+            payload = os.urandom(size)
+            conns = []
+            for (proc, port) in procs:
+                client = lib.Client(f"pulsar://127.0.0.1:{port}")
+                producer = client.create_producer(f"persistent://public/default/cpu-{kind}-{time.time_ns()}",
+                                                  batching_enabled=False)
+                for _ in range(200):
+                    producer.send(payload)  # warm-up: topic loaded, ledger open
+                conns.append((client, producer))
+            acc = [{"user": 0.0, "system": 0.0, "lat": []} for _ in repos]
+            for start in range(0, n, block):
+                for i, (proc, _port) in enumerate(procs):
+                    r = one_at_a_time(conns[i][1].send, payload, min(block, n - start), proc.pid, acc[i]["lat"])
+                    acc[i]["user"] += r[0]
+                    acc[i]["system"] += r[1]
+            for i, repo in enumerate(repos):
+                lat = sorted(acc[i]["lat"])
+                out[f"{repo.name}/{kind}"] = {
+                    "server_cpu_us_per_msg": (acc[i]["user"] + acc[i]["system"]) / n * 1e6,
+                    "server_user_us_per_msg": acc[i]["user"] / n * 1e6, "server_system_us_per_msg": acc[i]["system"] / n * 1e6,
+                    "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
+            for client, producer in conns:
+                producer.close()
+                client.close()
+        return out
+    finally:
+        for proc, _port in procs:
+            proc.terminate()
+            proc.wait(30)
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", action="append", help="checkout to run the standalone from (repeat for A/B)")
+    ap.add_argument("--messages", type=int, default=20_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", default="official,quire")
+    ap.add_argument("--disk", action="store_true", help="data dir on disk (default: tmpfs /dev/shm)")
+    ap.add_argument("--paired", type=int, metavar="BLOCK",
+                    help="run every checkout's standalone at once, alternating blocks of BLOCK sends")
+    ap.add_argument("--cprofile", help="write a cProfile (CPU clock) of each standalone's event loop to DIR/")
+    ap.add_argument("--py-spy", help="sample each standalone with py-spy (raw flame format) into DIR/")
+    ap.add_argument("--perf", help="perf record -g each standalone (CPU samples, kernel too) into DIR/")
+    ap.add_argument("--strace", help="count each standalone's system calls (strace -c -f) into DIR/")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_publish_cpu.json"))
+    args = ap.parse_args()
+    repos = [Path(r).absolute() for r in (args.repo or [str(REPO)])]  # (a link keeps its own name)
+    kinds = args.clients.split(",")
+    base = None if args.disk else "/dev/shm"
+    rows: dict[str, list[dict]] = {}
+    for rnd in range(args.rounds):
+        if args.paired:
+            for key, r in paired_round(repos, kinds, args.messages, args.size, args.paired, base).items():
+                rows.setdefault(key, []).append(r)
+                print(f"round {rnd} {key}: server CPU {r['server_cpu_us_per_msg']:.1f} us/msg "
+                      f"(user {r['server_user_us_per_msg']:.1f} system {r['server_system_us_per_msg']:.1f}) "
+                      f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us", flush=True)
+            continue
+        for repo in repos:
+            root = Path(tempfile.mkdtemp(prefix="bench-cpu-", dir=base))
+            env = None
+            if args.cprofile:
+                Path(args.cprofile).mkdir(parents=True, exist_ok=True)
+                env = {"QUIRE_CPROFILE": str(Path(args.cprofile).resolve() / f"{repo.name}-{rnd}.pstats"),
+                       "QUIRE_CPROFILE_CLOCK": "cpu"}
+            proc, port = start_standalone(repo, root, env)
+            tracer = None
+            if args.py_spy or args.strace or args.perf:
+                out_dir = Path(args.py_spy or args.strace or args.perf)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                cmd = ["perf", "record", "-g", "-F", "2000", "-p", str(proc.pid), "-o",
+                       str(out_dir / f"{repo.name}-{rnd}.data")] if args.perf else ([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(proc.pid), "-f", "raw", "-r", "1000",
+                        "-o", str(out_dir / f"{repo.name}-{rnd}.txt")] if args.py_spy else
+                       ["strace", "-c", "-f", "-p", str(proc.pid), "-o", str(out_dir / f"{repo.name}-{rnd}.txt")])
+                tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.0)  # attached before the sends start
+            try:
+                for kind in kinds:
+                    r = run_client(kind, port, proc.pid, args.messages, args.size)
+                    key = f"{repo.name}/{kind}"
+                    rows.setdefault(key, []).append(r)
+                    print(f"round {rnd} {key}: server CPU {r['server_cpu_us_per_msg']:.1f} us/msg "
+                          f"(user {r['server_user_us_per_msg']:.1f} system {r['server_system_us_per_msg']:.1f}) "
+                          f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us", flush=True)
+            finally:
+                if tracer is not None:
+                    tracer.send_signal(signal.SIGINT)
+                    tracer.wait(60)
+                proc.terminate()
+                proc.wait(30)
+                shutil.rmtree(root, ignore_errors=True)
+    summary = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]} for key, rs in rows.items()}
+    for key, s in summary.items():
+        print(f"median {key}: server CPU {s['server_cpu_us_per_msg']:.1f} us/msg "
+              f"(user {s['server_user_us_per_msg']:.1f} system {s['server_system_us_per_msg']:.1f}) p50 {s['p50_us']:.0f} us "
+              f"p99 {s['p99_us']:.0f} us")
+    Path(args.out).write_text(json.dumps({"messages": args.messages, "size": args.size, "disk": args.disk,
+                                          "load": os.getloadavg(), "rounds": rows, "median": summary}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
