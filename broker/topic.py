@@ -43,6 +43,7 @@ from broker.subscription import Subscription
 from managed_ledger import Entry, Position
 from managed_ledger.interfaces import ManagedCursorView, ManagedLedgerView
 from managed_ledger.errors import (
+    InvalidPositionError,
     ManagedLedgerClosedError,
     ManagedLedgerError,
     ManagedLedgerFencedError,
@@ -484,7 +485,16 @@ class PersistentTopic:
         if self._last_entry is not None and self._last_entry[0] == last:
             data = self._last_entry[1]
         else:
-            data = (await self.ml.read_entry(last)).data
+            # Retention may have deleted the last entry's ledger (a new, empty one is current):
+            # nothing is left to read, and Pulsar answers MessageId.earliest then.
+            if not self.ml.has_position(last):
+                return EARLIEST, -1
+            try:
+                data = (await self.ml.read_entry(last)).data
+            except InvalidPositionError:
+                if not self.ml.has_position(last):  # trimmed during the read
+                    return EARLIEST, -1
+                raise
             self._last_entry = (last, data)
         info = entry_info(data)
         return last, (info.num_messages - 1 if info.is_batch else -1)

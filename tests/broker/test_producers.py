@@ -136,3 +136,44 @@ async def test_get_last_message_id(broker: BrokerService) -> None:
             client.close()
 
     await in_thread(work)
+
+
+async def test_last_message_id_after_retention_deleted_its_ledger(nursery, tmp_path) -> None:
+    """The last entry's ledger trimmed (a reload made a new, empty ledger current and no
+    subscription keeps the old one): GET_LAST_MESSAGE_ID answers earliest, as Pulsar, not an
+    error, and a reader from the start has nothing available."""
+    from broker.names import TopicName
+    from tests.broker.conftest import start_real_broker
+
+    broker = await start_real_broker(nursery, tmp_path / "node")
+    topic = "persistent://public/default/t-last-trimmed"
+
+    def produce() -> None:
+        client = client_for(broker)
+        try:
+            p = client.create_producer(topic, batching_enabled=False)
+            for _ in range(3):
+                p.send(b"x")
+        finally:
+            client.close()
+
+    await in_thread(produce)
+    name = TopicName.parse(topic)
+    await broker.unload_topic(name)
+    reloaded = await broker.get_topic(name)
+    await reloaded.ml.trim()
+    assert not reloaded.ml.has_position(reloaded.ml.last_confirmed_entry)  # the case under test
+
+    def read() -> None:
+        client = client_for(broker)
+        try:
+            c = client.subscribe(topic, "late", initial_position=pulsar.InitialPosition.Earliest)
+            last = c.get_last_message_id()
+            assert (last.ledger_id(), last.entry_id()) == (-1, -1)
+            r = client.create_reader(topic, pulsar.MessageId.earliest)
+            assert not r.has_message_available()
+        finally:
+            client.close()
+
+    await in_thread(read)
+    nursery.cancel_scope.cancel()
