@@ -31,13 +31,14 @@ if TYPE_CHECKING:
 
 
 class _Read:
-    __slots__ = ("ledger_id", "first", "last", "scope", "done", "entries")
+    __slots__ = ("ledger_id", "first", "last", "scope", "done", "entries", "taken")
 
     def __init__(self, ledger_id: int, first: int, last: int) -> None:
         self.ledger_id, self.first, self.last = ledger_id, first, last
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.entries: list[Entry] | None = None  # None: failed or cancelled
+        self.taken = 0  # entries[:taken] were handed out (not copying the rest at each take)
 
 
 MAX_READS = 4  # reads ahead at once: one being taken, the rest in flight (one per ledger crossed)
@@ -118,13 +119,14 @@ class ReadAhead:
         await p.done.wait()
         if p is not (self._reads[0] if self._reads else None):
             return None  # cancelled meanwhile (a seek, a close)
-        if not p.entries:
+        entries = p.entries
+        if not entries or p.taken >= len(entries):
             self.cancel()
             return None
         want = last - first + 1
-        got = p.entries[:want]
-        if len(p.entries) > want:
-            p.entries = p.entries[want:]
+        got = entries[p.taken : p.taken + want]
+        if len(entries) - p.taken > want:
+            p.taken += want
             p.first += want
         else:
             self._reads.popleft()

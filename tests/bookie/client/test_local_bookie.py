@@ -142,6 +142,7 @@ async def test_local_range_reads_check_each_entry_once(local_bookie, monkeypatch
         storage = bookie.storage
         storage.read_cache = type(storage.read_cache)(1 << 20)
         assert [e.data for e in await lh.read(0, 199)] == data  # from the entry log
+        assert await lh.read_payloads(50, 120) == data[50:121]  # the managed ledger's reads
         assert digests == []
         d = storage._dir_for(lh.ledger_id)
         loc = d.locations.get(lh.ledger_id, 150)
