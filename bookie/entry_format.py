@@ -23,6 +23,7 @@ __all__ = [
 
 _META = struct.Struct(">QqqQ")
 _HEADER = struct.Struct(">QqqQI")
+_LEDGER_ENTRY = struct.Struct(">Qq")
 _IDS = struct.Struct(">Qqq")  # the first three header fields: ledger id, entry id, LAC
 METADATA_SIZE = _META.size  # 32: the bytes before the digest
 HEADER_SIZE = _HEADER.size  # 36: metadata + CRC32C
@@ -87,6 +88,12 @@ def is_entry(data: bytes | bytearray | memoryview, ledger_id: int, entry_id: int
         return False
     view = memoryview(data)
     return crc32c(view[HEADER_SIZE:], crc32c(view[:METADATA_SIZE])) == crc
+
+
+def has_ids(data: bytes | bytearray | memoryview, ledger_id: int, entry_id: int) -> bool:
+    """True iff ``data`` is a whole entry header naming ``ledger_id:entry_id`` (no digest
+    check: for bytes whose checksum was verified on the way, e.g. by an in-process bookie)."""
+    return len(data) >= HEADER_SIZE and _LEDGER_ENTRY.unpack_from(data, 0) == (ledger_id, entry_id)
 
 
 def payload(data: bytes | bytearray | memoryview) -> bytes:

@@ -259,15 +259,18 @@ class EntryLogger:
             raise BookieIOError(f"entry log {loc} holds {lid}:{eid}, index says {ledger_id}:{entry_id}")
         return data
 
-    def read_run(self, loc: Location, ledger_id: int, entry_id: int, max_entries: int, max_bytes: int) -> list[bytes]:
+    def read_run(self, loc: Location, ledger_id: int, entry_id: int, max_entries: int,
+                 max_bytes: int) -> list[bytes | memoryview]:
         """Entry ``entry_id`` at ``loc`` and the ones after it in its log that continue the
         same ledger in entry order (a checkpoint writes a ledger's entries sorted): one
         sequential pread per ~``max_bytes``, not an index lookup per entry. The first record
         must be intact (BookieIOError otherwise) and is returned whatever its size; the run
         ends at the first record that is not the next entry (or is torn), at ``max_entries``,
-        or before the data would pass ``max_bytes``."""
+        or before the data would pass ``max_bytes``. Every record's checksum is verified; the
+        entries after the first are views into the read buffer, not copies (the caller sends
+        them or copies their payloads once)."""
         first = self.read(loc, ledger_id, entry_id)
-        out = [first]
+        out: list[bytes | memoryview] = [first]
         size = len(first)
         offset = loc.offset + loc.length
         # guess the run's length from the first record; a short guess costs another pread
@@ -279,15 +282,17 @@ class EntryLogger:
             except (OSError, BookieIOError):
                 break
             pos = 0
+            view = memoryview(buf)
             while len(out) < max_entries and size < max_bytes:
                 try:
-                    lid, eid, data, length = elf.decode_record(buf, pos)
+                    lid, eid, length = elf.verify_record(buf, pos)
                 except FormatError:
                     break
-                if lid != ledger_id or eid != expected or size + len(data) > max_bytes:
+                n = length - elf.RECORD_HEADER_SIZE
+                if lid != ledger_id or eid != expected or size + n > max_bytes:
                     return out
-                out.append(data)
-                size += len(data)
+                out.append(view[pos + elf.RECORD_HEADER_SIZE : pos + length])
+                size += n
                 expected += 1
                 pos += length
             if pos == 0:  # not even one whole record fit, or the log ends or is torn here

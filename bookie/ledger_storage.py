@@ -284,14 +284,17 @@ class LedgerStorage:
         self.metrics.read_cache_size.set(rc.size)
         return data
 
-    async def read_range(self, ledger_id: int, first: int, last: int, max_entries: int, max_bytes: int) -> list[bytes]:
+    async def read_range(self, ledger_id: int, first: int, last: int, max_entries: int,
+                         max_bytes: int) -> list[bytes | memoryview]:
         """Entries ``first..`` up to ``last`` (at least one; NoLedgerError / NoEntryError /
         BookieIOError if ``first`` cannot be read), at most ``max_entries`` and about
         ``max_bytes``: the caches first, then per uncached run one worker-thread hop doing
         one index lookup and sequential entry log reads. A range reader asks for what it
         reads next itself, so the run is not copied into the read-ahead cache (which keeps
-        serving single-entry readers)."""
-        out: list[bytes] = []
+        serving single-entry readers). Entries read from the entry logs may be memoryviews of
+        the read buffer; every entry returned had its stored checksum verified on the way
+        (the entry log's record CRC32C) or never left this process's memory."""
+        out: list[bytes | memoryview] = []
         size = 0
         eid = first
         cached = self.cached_entry
@@ -327,7 +330,7 @@ class LedgerStorage:
         return out
 
     def _read_run_from_disk(self, d: DirStorage, ledger_id: int, entry_id: int, max_entries: int,
-                            max_bytes: int) -> list[bytes]:
+                            max_bytes: int) -> list[bytes | memoryview]:
         try:
             loc = d.locations.get(ledger_id, entry_id)
         except Exception as exc:  # rocksdb errors have no common base class

@@ -129,6 +129,9 @@ class Response:
     last_entry_id: int = -1
     free_disk: int = 0
     total_disk: int = 0
+    # Never on the wire: set by an in-process bookie whose ``entries`` passed its own
+    # checksum check on read and were handed over in memory (the client checks ids only).
+    verified: bool = False
 
 
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack

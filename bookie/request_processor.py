@@ -62,12 +62,14 @@ class ReplySink(Protocol):
     # buffers with one wake-up; sinks without it get one ``send`` per reply. An in-process
     # sink may offer ``adds_done(request_ids, status)``: add replies without a frame, and
     # ``range_read_done(request_id, ledger_id, first_entry_id, entries)``: a RANGE_READ's
-    # successful reply without a frame.
+    # successful reply without a frame (every entry's stored checksum verified on read, see
+    # LedgerStorage.read_range; entries may be memoryviews).
 
 
 def reply_frame(
     op: int, request_id: int, status: int, ledger_id: int = 0, entry_id: int = 0, body: bytes = b"",
-    entries: list[bytes] | None = None, lac: int = -1, last_entry_id: int = -1, free: int = 0, total: int = 0,
+    entries: list[bytes] | list[bytes | memoryview] | None = None, lac: int = -1, last_entry_id: int = -1,
+    free: int = 0, total: int = 0,
 ) -> bytes:
     if entries:
         return encode_frame(
@@ -486,7 +488,7 @@ class RequestProcessor:
         self._count("read", 0)
         return reply_frame(Op.READ, req.request_id, 0, lid, eid, body, lac=lac)
 
-    async def _range_entries(self, req: Request) -> list[bytes]:
+    async def _range_entries(self, req: Request) -> list[bytes | memoryview]:
         lid, first = req.ledger_id, req.entry_id
         if first < 0:
             raise BadRequestError(f"range read from entry {first}")

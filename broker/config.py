@@ -77,6 +77,9 @@ class BrokerConfig:
     delayed_delivery_tick_time_millis: int = 1000
     subscription_redelivery_tracker_enabled: bool = True
     acknowledgment_at_batch_index_level_enabled: bool = True
+    # bytes of entries a subscription far behind keeps read ahead from the bookies (range
+    # reads in the background, across ledgers, not through the entry cache; 0 = none)
+    dispatcher_read_ahead_max_bytes: int = 1024 * 1024
 
     # Managed ledger defaults
     managed_ledger_default_ensemble_size: int = 2

@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 EXCLUSIVE, SHARED, KEY_SHARED = 0, 1, 3
 REPLAY_LIMIT = 10_000  # held-back Key_Shared entries before reading new ones pauses
-READ_AHEAD_READS = 4  # a catching-up cursor reads this many dispatcher reads ahead at once
 
 AckCallback = Callable[[BaseException | None], None]
 
@@ -268,10 +267,12 @@ class Subscription:
             return progressed
         if self._rewind:
             return True  # the active consumer changed during the read: re-read from the rewind
-        # A reader far behind: the next ranges come from the bookies while this one is sent
-        # (several reads' worth at once, within the read size limit).
-        self.cursor.read_ahead(min(READ_AHEAD_READS * max_read,
-                                   max(n, int(self.config.dispatcher_max_read_size_bytes / max(1.0, self.avg_entry_bytes)))))
+        # A reader far behind: the next ranges come from the bookies while this one is sent,
+        # dispatcher_read_ahead_max_bytes of them (few, large range reads: each costs a trip
+        # to the bookie's disk thread and a wake-up of this loop, whatever its size).
+        ahead = self.config.dispatcher_read_ahead_max_bytes
+        if ahead > 0:
+            self.cursor.read_ahead(max(n, int(ahead / max(1.0, self.avg_entry_bytes))))
         out: list[Delivery] = []
         for e in entries:
             d = self._delivery(e.position, e.data, replayed=False)

@@ -239,7 +239,8 @@ class ManagedCursor:
         """Keep up to ``max_entries`` entries from the read position on being read in the
         background for the next ``read_entries`` calls (managed_ledger.read_ahead): a new
         read ahead starts once less than half of that is ahead; only while the cursor reads
-        from the bookies (the next entry is not in the entry cache), within one ledger."""
+        from the bookies (the next entry is not in the entry cache), one read per ledger,
+        on into the next ledgers, up to an individually deleted range."""
         if self.closed:
             return
         ml = self.ml
@@ -247,23 +248,33 @@ class ManagedCursor:
         if pos <= self.mark_delete_position:
             pos = ml.next_valid_position(self.mark_delete_position)
         ahead = self._ahead
-        start = ahead.next_start(pos.ledger_id, pos.entry_id)
-        if start is None:
+        if not ahead.starts_at(pos.ledger_id, pos.entry_id):
             ahead.cancel()
-            start = pos.entry_id
-        if start - pos.entry_id >= max(max_entries // 2, 1):
+        have = ahead.entries
+        if have >= max(max_entries // 2, 1):
             return  # enough is being read ahead
-        if pos > ml.last_confirmed_entry or self._deleted.range_containing(pos.as_tuple()) is not None:
-            return
-        info = ml.ledger_info(pos.ledger_id)
-        if info is None or ml.cache.contains(pos.ledger_id, start):
-            return
-        end = min(info.entries - 1, pos.entry_id + max_entries - 1)
-        nxt = self._deleted.first_start_after(pos.as_tuple())
-        if nxt is not None and nxt[0] == pos.ledger_id:
-            end = min(end, nxt[1] - 1)
-        if end >= start:
-            ahead.start(pos.ledger_id, start, end)
+        end = ahead.end()
+        start = pos if end is None else ml.normalize(Position(end[0], end[1] + 1))
+        want = max_entries - have
+        while want > 0:
+            if start > ml.last_confirmed_entry or self._deleted.range_containing(start.as_tuple()) is not None:
+                return
+            info = ml.ledger_info(start.ledger_id)
+            if info is None or ml.cache.contains(start.ledger_id, start.entry_id):
+                return
+            last = min(info.entries - 1, start.entry_id + want - 1)
+            nxt = self._deleted.first_start_after(start.as_tuple())
+            cut = nxt is not None and nxt[0] == start.ledger_id and nxt[1] - 1 < last
+            if cut:
+                last = nxt[1] - 1  # type: ignore[index]
+            if last < start.entry_id or not ahead.start(start.ledger_id, start.entry_id, last):
+                return
+            want -= last - start.entry_id + 1
+            if cut or last < info.entries - 1:
+                return  # the range ends inside this ledger
+            start = ml.normalize(Position(start.ledger_id, last + 1))
+            if start.ledger_id == info.ledger_id:
+                return  # the ledger being written: nothing after it yet
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         """Like read_entries, but waits (no polling) until at least one entry is there."""

@@ -55,6 +55,10 @@ class LedgerHandleView(Protocol):
     async def read_unconfirmed(self, first: int, last: int) -> Sequence[LedgerEntryView]:
         """Entries ``first..last`` without the LAC bound (a dead writer's confirmed tail)."""
 
+    async def read_payloads(self, first: int, last: int, unconfirmed: bool = False) -> list[bytes]:
+        """The data of entries ``first..last`` as ``read`` (``unconfirmed``: as
+        ``read_unconfirmed``) returns them, without an entry object each."""
+
     async def close(self) -> None:
         """Close the ledger (writer) or release the handle (reader)."""
 

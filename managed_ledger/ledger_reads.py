@@ -43,12 +43,9 @@ class LedgerReads(ManagedLedgerState):
                 # the writer had not closed the ledger yet (a rollover in progress, an owner
                 # that died before closing it) may know a lower LAC: read those unconfirmed,
                 # as Pulsar does.
-                if lh.last_add_confirmed < end < confirmed:
-                    batch = await lh.read_unconfirmed(start, end)
-                else:
-                    batch = await lh.read(start, end)
+                batch = await lh.read_payloads(start, end, unconfirmed=lh.last_add_confirmed < end < confirmed)
                 new = tuple.__new__  # = Entry(Position(...), data) without two Python frames
-                out += [new(Entry, (new(Position, (ledger_id, le.entry_id)), le.data)) for le in batch]
+                out += [new(Entry, (new(Position, (ledger_id, e)), data)) for e, data in enumerate(batch, start)]
                 start = end + 1
         except BKError as e:
             raise ManagedLedgerError(f"{self.name}: read {ledger_id}:{first}..{last} failed: {e}") from e

@@ -1,12 +1,14 @@
-"""Read-ahead for a reader far behind: one range read in flight past what it has read.
+"""Read-ahead for a reader far behind: range reads in flight past what it has read.
 
 A cursor that catches up reads every entry from the bookies, and its dispatcher would wait
 for each read before it can send anything. After a read returns, the dispatcher asks the
-cursor to read ahead (``ManagedCursor.read_ahead``): a range several dispatcher reads long,
-in one ledger-client read, started while at least half of one is still ahead, so the bookie
-reads overlap the dispatch of what was read before (Pulsar's dispatcher reads the next batch
-while the previous one is written to the consumers) and cost one trip to the bookie's disk
-thread per several dispatcher reads. Entries are immutable at their positions, so a read
+cursor to read ahead (``ManagedCursor.read_ahead``): a range many dispatcher reads long (sized
+by bytes, the broker's ``dispatcher_read_ahead_max_bytes``), in one ledger-client read per
+ledger, started while at least half of it is still ahead, so the bookie reads overlap the
+dispatch of what was read before (Pulsar's dispatcher reads the next batch while the previous
+one is written to the consumers) and cost one trip to the bookie's disk thread (and one
+wake-up of the event loop) per many dispatcher reads. A range that reaches the end of a
+ledger goes on in the next one as a second read. Entries are immutable at their positions, so a read
 ahead changes nothing about the cursor: the next read takes from it only if it starts
 exactly where the read ahead does (a seek, a rewind or skipped acked entries make it start
 elsewhere, and what was read ahead is dropped). Nothing is read ahead for entries still in
@@ -29,18 +31,22 @@ if TYPE_CHECKING:
 
 
 class _Read:
-    __slots__ = ("ledger_id", "first", "last", "scope", "done", "entries")
+    __slots__ = ("ledger_id", "first", "last", "scope", "done", "entries", "taken")
 
     def __init__(self, ledger_id: int, first: int, last: int) -> None:
         self.ledger_id, self.first, self.last = ledger_id, first, last
         self.scope = trio.CancelScope()
         self.done = trio.Event()
         self.entries: list[Entry] | None = None  # None: failed or cancelled
+        self.taken = 0  # entries[:taken] were handed out (not copying the rest at each take)
+
+
+MAX_READS = 4  # reads ahead at once: one being taken, the rest in flight (one per ledger crossed)
 
 
 class ReadAhead:
-    """Contiguous reads ahead of a reader (at most two: one being taken, one in flight),
-    run in the managed ledger's nursery."""
+    """Contiguous reads ahead of a reader (at most ``MAX_READS``, in position order, each
+    within one ledger), run in the managed ledger's nursery."""
 
     def __init__(self, ml: "LedgerReads") -> None:
         self._ml = ml
@@ -55,23 +61,29 @@ class ReadAhead:
             return None
         return self._reads[0].ledger_id, self._reads[0].first, self._reads[-1].last
 
-    def next_start(self, ledger_id: int, first: int) -> int | None:
-        """Where the next read ahead of a reader at ``ledger_id:first`` starts: ``first``
-        if nothing is read ahead, after the last read ahead if they start at ``first``,
-        None if they start elsewhere (the caller cancels them)."""
+    @property
+    def entries(self) -> int:
+        """Entries read ahead (or being read) and not taken yet."""
+        return sum(p.last - p.first + 1 for p in self._reads)
+
+    def starts_at(self, ledger_id: int, first: int) -> bool:
+        """Nothing is read ahead, or it starts at ``ledger_id:first`` (else the caller
+        cancels it: the reader moved elsewhere)."""
         if not self._reads:
-            return first
+            return True
         head = self._reads[0]
-        if head.ledger_id != ledger_id or head.first != first:
-            return None
-        return self._reads[-1].last + 1
+        return head.ledger_id == ledger_id and head.first == first
+
+    def end(self) -> tuple[int, int] | None:
+        """(ledger_id, last entry) of the last read ahead, None if nothing is."""
+        return (self._reads[-1].ledger_id, self._reads[-1].last) if self._reads else None
 
     def start(self, ledger_id: int, first: int, last: int) -> bool:
         """Read ``first..last`` ahead, after what is read ahead already (the caller makes
-        it contiguous); False if the managed ledger cannot run it (not running) or two
-        reads are out already."""
+        it contiguous); False if the managed ledger cannot run it (not running) or
+        ``MAX_READS`` reads are out already."""
         nursery = self._ml._nursery
-        if nursery is None or len(self._reads) >= 2:
+        if nursery is None or len(self._reads) >= MAX_READS:
             return False
         p = _Read(ledger_id, first, last)
         self._reads.append(p)
@@ -107,13 +119,14 @@ class ReadAhead:
         await p.done.wait()
         if p is not (self._reads[0] if self._reads else None):
             return None  # cancelled meanwhile (a seek, a close)
-        if not p.entries:
+        entries = p.entries
+        if not entries or p.taken >= len(entries):
             self.cancel()
             return None
         want = last - first + 1
-        got = p.entries[:want]
-        if len(p.entries) > want:
-            p.entries = p.entries[want:]
+        got = entries[p.taken : p.taken + want]
+        if len(entries) - p.taken > want:
+            p.taken += want
             p.first += want
         else:
             self._reads.popleft()

@@ -501,14 +501,27 @@ class LedgerHandle:
 
     async def read_unconfirmed(self, first: int, last: int) -> list[LedgerEntry]:
         """Like read() but without the LAC bound (the entries may not be committed)."""
-        out: list[LedgerEntry] = []
+        lid = self.ledger_id
+        return [LedgerEntry(lid, e, d) for e, d in enumerate(await self.read_payloads(first, last, unconfirmed=True), first)]
+
+    async def read_payloads(self, first: int, last: int, unconfirmed: bool = False) -> list[bytes]:
+        """The payloads of entries ``first..last``, checked as read() checks them, without an
+        entry object each: for a reader that knows their positions (the managed ledger's
+        catch-up reads). ``unconfirmed``: no LAC bound, as read_unconfirmed()."""
+        if not unconfirmed:
+            if first < 0 or last < first:
+                raise BKNoSuchEntryError(f"bad range {first}..{last}")
+            if last > self._lac:
+                raise BKNoSuchEntryError(
+                    f"ledger {self.ledger_id}: entry {last} is beyond the last add confirmed ({self._lac})")
+        out: list[bytes] = []
         step = max(1, self._ctx.config.max_entries_per_read_batch)
+        hs = entry_format.HEADER_SIZE
         lo = first
         while lo <= last:
             hi = min(last, lo + step - 1)
             raw = await read_entries(self._ctx, self.ledger_id, self._md, lo, hi, self._master_key)
-            hs = entry_format.HEADER_SIZE
-            out.extend(LedgerEntry(self.ledger_id, e, bytes(memoryview(d)[hs:])) for e, d in enumerate(raw, lo))
+            out += [bytes(memoryview(d)[hs:]) for d in raw]  # one copy: d may view a larger buffer
             lo = hi + 1
         return out
 

@@ -4,14 +4,16 @@ read (the managed ledger side is tests/managed_ledger/test_read_ahead.py)."""
 from __future__ import annotations
 
 import pulsar
+import pytest
 import trio
 
 from tests.broker.conftest import client_for, in_thread, start_broker
 from tests.broker.memory_ml import MemoryCursor
 
 
-async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nursery) -> None:
-    service = await start_broker(nursery, dispatcher_max_read_batch_size=50)
+@pytest.mark.parametrize("ahead_bytes", [64 * 1024, 0])
+async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nursery, ahead_bytes: int) -> None:
+    service = await start_broker(nursery, dispatcher_max_read_batch_size=50, dispatcher_read_ahead_max_bytes=ahead_bytes)
     topic = "persistent://public/default/read-ahead"
 
     def publish() -> None:
@@ -36,6 +38,14 @@ async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nu
         return await real_deliver(self, deliveries, replayed)
 
     sub._route = route.__get__(sub)  # type: ignore[method-assign]
+    averages: list[float] = []  # the subscription's mean entry size at each read_ahead call
+    real_read_ahead = cursor.read_ahead
+
+    def read_ahead(max_entries: int) -> None:
+        averages.append(sub.avg_entry_bytes)
+        real_read_ahead(max_entries)
+
+    cursor.read_ahead = read_ahead  # type: ignore[method-assign]
 
     def consume() -> list[bytes]:
         client = client_for(service)
@@ -48,8 +58,15 @@ async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nu
             client.close()
 
     assert await in_thread(consume) == [b"m%d" % i for i in range(230)]
+    if not ahead_bytes:  # read-ahead off
+        assert cursor.read_aheads == [] and sent_before_read_ahead[:5] == [0, 0, 0, 0, 0]
+        nursery.cancel_scope.cancel()
+        return
     # after every read of 50, from where that read ended and before its entries were routed
-    # to the consumer, the cursor is asked to keep four reads' worth (READ_AHEAD_READS) ahead
-    assert cursor.read_aheads[:5] == [(50, 200), (100, 200), (150, 200), (200, 200), (230, 200)]
+    # to the consumer, the cursor is asked to keep dispatcher_read_ahead_max_bytes ahead: as
+    # many entries as that holds at the mean entry size so far (at least one read's worth)
+    assert [p for p, _ in cursor.read_aheads[:5]] == [50, 100, 150, 200, 230]
+    assert [n for _, n in cursor.read_aheads] == [max(50, int(ahead_bytes / avg)) for avg in averages]
+    assert cursor.read_aheads[0][1] < cursor.read_aheads[-1][1]  # small entries: more of them
     assert sent_before_read_ahead[:5] == [1, 2, 3, 4, 5]
     nursery.cancel_scope.cancel()

@@ -174,6 +174,10 @@ class FakeLedgerHandle:
             raise BKNoSuchEntryError(f"{self.ledger_id}:{first}..{last}")
         return [LedgerEntry(self.ledger_id, i, self._ledger.entries[i]) for i in range(first, last + 1)]
 
+    async def read_payloads(self, first: int, last: int, unconfirmed: bool = False) -> list[bytes]:
+        entries = await (self.read_unconfirmed(first, last) if unconfirmed else self.read(first, last))
+        return [e.data for e in entries]
+
     async def read_last_add_confirmed(self) -> int:
         await trio.lowlevel.checkpoint()
         return len(self._ledger.entries) - 1

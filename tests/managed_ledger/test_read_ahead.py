@@ -88,3 +88,26 @@ async def test_catch_up_reads_bypass_the_entry_cache_and_leave_the_tail(factory,
     assert [e.position for e in await behind.read_entries(20)] == tail
     behind.read_ahead(60)
     assert len(bk_reads) == n and behind._ahead.pending is None
+
+
+async def test_a_read_ahead_goes_on_into_the_next_ledgers(factory, config, bk_reads) -> None:
+    """A range ahead that reaches the end of a ledger goes on in the next ones (one read per
+    ledger): a reader far behind does not stall at each ledger boundary."""
+    ml = await factory.open(NAME, config.replace(max_entries_per_ledger=100))
+    c = await ml.open_cursor("s", "earliest")
+    ps = [await ml.add_entry(b"e%d" % i) for i in range(330)]
+    ledgers = sorted({p.ledger_id for p in ps})
+    assert len(ledgers) == 4
+    ml.cache.clear()
+    assert [e.position for e in await c.read_entries(60)] == ps[:60]
+    bk_reads.clear()
+    c.read_ahead(250)  # 40 left in the first ledger, then 100 + 100, then 10 of the fourth
+    await trio.testing.wait_all_tasks_blocked()
+    assert sorted(bk_reads) == [(0, 9), (0, 99), (0, 99), (60, 99)]  # run concurrently
+    assert c._ahead.entries == 250
+    got = []
+    while len(got) < 250:
+        got += [e.position for e in await c.read_entries(50)]
+    assert got == ps[60:310] and len(bk_reads) == 4  # every read came from what was read ahead
+    assert ml.cache.count == 0
+    await c.close()

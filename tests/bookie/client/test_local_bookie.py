@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from bookie.bookie import Bookie
-from bookie.client import BKLedgerFencedError, BookKeeper
+from bookie.client import BKError, BKLedgerFencedError, BookKeeper
 from bookie.client.local_bookie import LocalBookieConnection
 from bookie.journal import Journal
 from metadata import open_store
@@ -114,3 +114,43 @@ async def test_range_reads_come_back_without_a_frame(local_bookie, monkeypatch) 
         assert [e.data for e in await lh.read(123, 130)] == data[123:131]
         assert protocol.Op.RANGE_READ not in decoded
     assert bookie.processor.counts.get(("read", 0), 0) >= 600
+
+
+async def test_local_range_reads_check_each_entry_once(local_bookie, monkeypatch) -> None:
+    """Entries read by range from the co-located bookie are checked once end to end: the
+    bookie verifies the checksum it stored (the entry log record's CRC32C) and hands the bytes
+    over in memory, so the client checks their ids, not their digests a second time. A rotten
+    byte on disk is still never returned as data."""
+    bookie, store = local_bookie
+    from bookie import entry_format
+
+    digests: list[int] = []
+    real_is_entry = entry_format.is_entry
+
+    def counted(data, ledger_id, entry_id):  # type: ignore[no-untyped-def]
+        digests.append(entry_id)
+        return real_is_entry(data, ledger_id, entry_id)
+
+    monkeypatch.setattr(entry_format, "is_entry", counted)
+    async with BookKeeper(store, fast_config(), local_bookies={bookie.bookie_id: bookie.processor}) as bk:
+        lh = await bk.create_ledger(1, 1, 1, password=b"pw")
+        data = [b"c%d-" % i * (1 + i % 5) for i in range(200)]
+        for d in data:
+            await lh.add_entry(d)
+        assert [e.data for e in await lh.read(0, 199)] == data  # from the write cache
+        await bookie.sync_thread.checkpoint()
+        storage = bookie.storage
+        storage.read_cache = type(storage.read_cache)(1 << 20)
+        assert [e.data for e in await lh.read(0, 199)] == data  # from the entry log
+        assert await lh.read_payloads(50, 120) == data[50:121]  # the managed ledger's reads
+        assert digests == []
+        d = storage._dir_for(lh.ledger_id)
+        loc = d.locations.get(lh.ledger_id, 150)
+        assert loc is not None
+        with open(d.current / f"{loc.log_id:x}.log", "r+b") as f:  # rot one byte of entry 150's payload
+            f.seek(loc.offset + loc.length - 2)
+            f.write(bytes([f.read(1)[0] ^ 0xFF]))
+        storage.read_cache = type(storage.read_cache)(1 << 20)
+        assert [e.data for e in await lh.read(0, 149)] == data[:150]
+        with pytest.raises(BKError):
+            await lh.read(140, 199)
