@@ -35,6 +35,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A batch is sent once it holds 1/PIPELINE_DEPTH of ``max_pending_messages`` (when that is less
+# than ``batching_max_messages``): with the defaults (1,000 and 1,000) one batch would take the
+# whole window, and the producer would fill it, send it, and wait idle for its receipt before
+# it could add a message (one batch in flight, no pipelining). Windows too small to split
+# (below PIPELINE_DEPTH * MIN_SPLIT_BATCH) keep batching_max_messages.
+PIPELINE_DEPTH = 4
+MIN_SPLIT_BATCH = 16
+
 
 @dataclass
 class ProducerConfig:
@@ -172,6 +180,7 @@ class Producer:
         self._slots = trio.Semaphore(max(1, config.max_pending_messages))
         self._batch: list[tuple[OutgoingMessage, int, SendFuture]] = []
         self._batch_bytes = 0
+        self._batch_limit = batch_message_limit(config.batching_max_messages, config.max_pending_messages)
         self._batch_started = trio.Event()
         self._cnx: ClientConnection | None = None
         self._handler = ConnectionHandler(self)
@@ -336,7 +345,7 @@ class Producer:
         if self._can_batch(msg):
             size = len(msg.payload)
             if self._batch and (
-                len(self._batch) >= self._config.batching_max_messages
+                len(self._batch) >= self._batch_limit
                 or self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
                 or (self._key_based and _batch_key(msg) != _batch_key(self._batch[0][0]))
             ):
@@ -345,7 +354,7 @@ class Producer:
                 self._batch_started.set()
             self._batch.append((msg, seq, fut))
             self._batch_bytes += size
-            if len(self._batch) >= self._config.batching_max_messages:
+            if len(self._batch) >= self._batch_limit:
                 self._flush_batch()
         else:
             self._flush_batch()  # keep sequence order
@@ -779,6 +788,15 @@ async def settle_all(futures: list[SendFuture]) -> list[MessageId]:
         if fut.error is not None:
             raise fut.error
     return [fut.message_id for fut in futures]  # type: ignore[misc]
+
+
+def batch_message_limit(batching_max_messages: int, max_pending_messages: int) -> int:
+    """How many messages a batch holds before it is sent: ``batching_max_messages``, capped at
+    a ``PIPELINE_DEPTH``-th of the pending window so that several batches are in flight."""
+    share = max_pending_messages // PIPELINE_DEPTH
+    if share < MIN_SPLIT_BATCH:
+        return max(1, batching_max_messages)
+    return max(1, min(batching_max_messages, share))
 
 
 def _batch_key(msg: OutgoingMessage) -> bytes | str | None:
