@@ -549,21 +549,25 @@ class Producer:
         items, self._batch, self._batch_bytes = self._batch, [], 0
         first_seq = items[0][1]
         last_seq = items[-1][1]
-        plain, full = batch_codec.plain_message_metadata, cmds.single_message_metadata
-        body = batch_codec.serialize_batch(
-            (
-                plain(len(m.payload), seq) if seq >= 0 and m.is_plain() else full(
-                    0,
-                    properties=m.properties,
-                    partition_key=m.partition_key,
-                    ordering_key=m.ordering_key,
-                    event_time=m.event_timestamp,
-                    sequence_id=seq,
-                ),
-                m.payload,
+        plain_items = [(m.payload, seq) for m, seq, _ in items if seq >= 0 and m.is_plain()]
+        if len(plain_items) == len(items):  # the common case: no per-message metadata objects
+            body = batch_codec.serialize_plain_batch(plain_items)
+        else:
+            plain, full = batch_codec.plain_message_metadata, cmds.single_message_metadata
+            body = batch_codec.serialize_batch(
+                (
+                    plain(len(m.payload), seq) if seq >= 0 and m.is_plain() else full(
+                        0,
+                        properties=m.properties,
+                        partition_key=m.partition_key,
+                        ordering_key=m.ordering_key,
+                        event_time=m.event_timestamp,
+                        sequence_id=seq,
+                    ),
+                    m.payload,
+                )
+                for m, seq, _ in items
             )
-            for m, seq, _ in items
-        )
         comp = self._compression or None
         payload = compression.compress(self._compression, body)
         first = items[0][0]
