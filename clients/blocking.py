@@ -35,6 +35,7 @@ from .options import (
 from .producer import ProducerConfig
 
 log = logging.getLogger(__name__)
+_OK = Result.Ok  # an enum member lookup costs ~0.2 µs: once, not per settled message
 
 
 class _LoopThread:
@@ -463,7 +464,7 @@ class _SendDone:
     def __call__(self, error: BaseException | None, message_id: MessageId | None) -> None:
         self._room.release()
         if self._callback is not None:
-            self._callback(Result.Ok if error is None else result_of(error), message_id)
+            self._callback(_OK if error is None else result_of(error), message_id)
 
 
 class _SendWaiter:

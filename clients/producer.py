@@ -336,26 +336,27 @@ class Producer:
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None
     ) -> SendFuture:
         fut = SendFuture(callback)
-        if msg.sequence_id is not None:
-            seq = msg.sequence_id
-            self._next_seq = max(self._next_seq, seq + 1)
-        else:
+        seq = msg.sequence_id
+        if seq is None:
             seq = self._next_seq
-            self._next_seq += 1
+            self._next_seq = seq + 1
+        else:
+            self._next_seq = max(self._next_seq, seq + 1)
         if self._can_batch(msg):
             size = len(msg.payload)
-            if self._batch and (
-                len(self._batch) >= self._batch_limit
-                or self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
-                or (self._key_based and _batch_key(msg) != _batch_key(self._batch[0][0]))
+            batch = self._batch
+            if batch and (
+                self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
+                or (self._key_based and _batch_key(msg) != _batch_key(batch[0][0]))
             ):
-                self._flush_batch()
-            if not self._batch:
+                self._flush_batch_locked()
+                batch = self._batch
+            if not batch:
                 self._batch_started.set()
-            self._batch.append((msg, seq, fut))
+            batch.append((msg, seq, fut))
             self._batch_bytes += size
-            if len(self._batch) >= self._batch_limit:
-                self._flush_batch()
+            if len(batch) >= self._batch_limit:  # (so never full on entry)
+                self._flush_batch_locked()
         else:
             self._flush_batch()  # keep sequence order
             self._send_single(msg, seq, fut)
@@ -432,7 +433,7 @@ class Producer:
 
     def _can_batch(self, msg: OutgoingMessage) -> bool:
         return self._config.batching_enabled and msg.deliver_at is None and (
-            len(msg.payload) < self._max_message_size() // 2
+            len(msg.payload) < (self._cnx or self._ctx).max_message_size // 2
         )
 
     def _max_message_size(self) -> int:
@@ -623,13 +624,16 @@ class Producer:
         self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
         if op.chunk is not None:
             op.chunk.ids.append((ledger, entry))
-        for i, fut in enumerate(op.futures):
-            mid = MessageId(self._partition, ledger, entry, i if op.is_batch else -1)
-            if op.is_batch:
-                mid.batch_size = op.num_messages
-            if op.chunk is not None:
-                mid.chunk_ids = tuple(op.chunk.ids)
-            fut._resolve(mid)
+        if op.is_batch:  # the throughput path: one id per message of the batch
+            partition, size = self._partition, op.num_messages
+            for i, fut in enumerate(op.futures):
+                fut._resolve(MessageId(partition, ledger, entry, i, size))
+        else:
+            for fut in op.futures:
+                mid = MessageId(self._partition, ledger, entry)
+                if op.chunk is not None:
+                    mid.chunk_ids = tuple(op.chunk.ids)
+                fut._resolve(mid)
         self._release(op)
 
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
