@@ -38,6 +38,7 @@ from .protocol.pulsar_api_pb2 import BaseCommand, CommandMessage, CommandSendErr
 
 log = logging.getLogger(__name__)
 T = BaseCommand.Type
+_MESSAGE, _SEND_RECEIPT = T.MESSAGE, T.SEND_RECEIPT  # protobuf enum lookups cost ~0.5 µs: once, not per frame
 
 CLIENT_VERSION = "Pulsar-Python-quire-0.1"
 # The C++ client's default when CONNECTED carries no max_message_size.
@@ -353,11 +354,11 @@ class ClientConnection:
     def _dispatch(self, frame: frames.Frame) -> None:
         cmd = frame.command
         t = cmd.type
-        if t == T.MESSAGE:
+        if t == _MESSAGE:
             consumer = self._consumers.get(cmd.message.consumer_id)
             if consumer is not None:
                 consumer._on_message(self, cmd.message, frame)
-        elif t == T.SEND_RECEIPT:
+        elif t == _SEND_RECEIPT:
             producer = self._producers.get(cmd.send_receipt.producer_id)
             if producer is not None:
                 producer._on_receipt(self, cmd.send_receipt)
