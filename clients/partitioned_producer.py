@@ -18,7 +18,7 @@ import trio
 from . import errors
 from .message_id import MessageId
 from .options import PartitionsRoutingMode
-from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture, settle_all
+from .producer import OutgoingMessage, Producer, ProducerConfig, SendFuture, batch_message_limit, settle_all
 from .protocol.murmur3 import murmur3_32
 from .topic_name import partition_name
 
@@ -109,7 +109,8 @@ class PartitionedProducer:
             return murmur3_32(msg.partition_key.encode()) % self._n
         if mode == PartitionsRoutingMode.UseSinglePartition:
             return self._single
-        per_partition = self._config.batching_max_messages if self._config.batching_enabled else 1
+        per_partition = (batch_message_limit(self._config.batching_max_messages, self._config.max_pending_messages)
+                         if self._config.batching_enabled else 1)  # one batch per partition in turn
         self._rr_count += 1
         if self._rr_count >= per_partition:
             self._rr_count = 0

@@ -35,6 +35,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A batch is sent once it holds 1/PIPELINE_DEPTH of ``max_pending_messages`` (when that is less
+# than ``batching_max_messages``): with the defaults (1,000 and 1,000) one batch would take the
+# whole window, and the producer would fill it, send it, and wait idle for its receipt before
+# it could add a message (one batch in flight, no pipelining). Windows too small to split
+# (below PIPELINE_DEPTH * MIN_SPLIT_BATCH) keep batching_max_messages.
+PIPELINE_DEPTH = 4
+MIN_SPLIT_BATCH = 16
+
 
 @dataclass
 class ProducerConfig:
@@ -172,6 +180,7 @@ class Producer:
         self._slots = trio.Semaphore(max(1, config.max_pending_messages))
         self._batch: list[tuple[OutgoingMessage, int, SendFuture]] = []
         self._batch_bytes = 0
+        self._batch_limit = batch_message_limit(config.batching_max_messages, config.max_pending_messages)
         self._batch_started = trio.Event()
         self._cnx: ClientConnection | None = None
         self._handler = ConnectionHandler(self)
@@ -327,26 +336,27 @@ class Producer:
         self, msg: OutgoingMessage, callback: Callable[[BaseException | None, MessageId | None], None] | None
     ) -> SendFuture:
         fut = SendFuture(callback)
-        if msg.sequence_id is not None:
-            seq = msg.sequence_id
-            self._next_seq = max(self._next_seq, seq + 1)
-        else:
+        seq = msg.sequence_id
+        if seq is None:
             seq = self._next_seq
-            self._next_seq += 1
+            self._next_seq = seq + 1
+        else:
+            self._next_seq = max(self._next_seq, seq + 1)
         if self._can_batch(msg):
             size = len(msg.payload)
-            if self._batch and (
-                len(self._batch) >= self._config.batching_max_messages
-                or self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
-                or (self._key_based and _batch_key(msg) != _batch_key(self._batch[0][0]))
+            batch = self._batch
+            if batch and (
+                self._batch_bytes + size > self._config.batching_max_allowed_size_in_bytes
+                or (self._key_based and _batch_key(msg) != _batch_key(batch[0][0]))
             ):
-                self._flush_batch()
-            if not self._batch:
+                self._flush_batch_locked()
+                batch = self._batch
+            if not batch:
                 self._batch_started.set()
-            self._batch.append((msg, seq, fut))
+            batch.append((msg, seq, fut))
             self._batch_bytes += size
-            if len(self._batch) >= self._config.batching_max_messages:
-                self._flush_batch()
+            if len(batch) >= self._batch_limit:  # (so never full on entry)
+                self._flush_batch_locked()
         else:
             self._flush_batch()  # keep sequence order
             self._send_single(msg, seq, fut)
@@ -423,7 +433,7 @@ class Producer:
 
     def _can_batch(self, msg: OutgoingMessage) -> bool:
         return self._config.batching_enabled and msg.deliver_at is None and (
-            len(msg.payload) < self._max_message_size() // 2
+            len(msg.payload) < (self._cnx or self._ctx).max_message_size // 2
         )
 
     def _max_message_size(self) -> int:
@@ -540,21 +550,25 @@ class Producer:
         items, self._batch, self._batch_bytes = self._batch, [], 0
         first_seq = items[0][1]
         last_seq = items[-1][1]
-        plain, full = batch_codec.plain_message_metadata, cmds.single_message_metadata
-        body = batch_codec.serialize_batch(
-            (
-                plain(len(m.payload), seq) if seq >= 0 and m.is_plain() else full(
-                    0,
-                    properties=m.properties,
-                    partition_key=m.partition_key,
-                    ordering_key=m.ordering_key,
-                    event_time=m.event_timestamp,
-                    sequence_id=seq,
-                ),
-                m.payload,
+        plain_items = [(m.payload, seq) for m, seq, _ in items if seq >= 0 and m.is_plain()]
+        if len(plain_items) == len(items):  # the common case: no per-message metadata objects
+            body = batch_codec.serialize_plain_batch(plain_items)
+        else:
+            plain, full = batch_codec.plain_message_metadata, cmds.single_message_metadata
+            body = batch_codec.serialize_batch(
+                (
+                    plain(len(m.payload), seq) if seq >= 0 and m.is_plain() else full(
+                        0,
+                        properties=m.properties,
+                        partition_key=m.partition_key,
+                        ordering_key=m.ordering_key,
+                        event_time=m.event_timestamp,
+                        sequence_id=seq,
+                    ),
+                    m.payload,
+                )
+                for m, seq, _ in items
             )
-            for m, seq, _ in items
-        )
         comp = self._compression or None
         payload = compression.compress(self._compression, body)
         first = items[0][0]
@@ -610,13 +624,16 @@ class Producer:
         self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
         if op.chunk is not None:
             op.chunk.ids.append((ledger, entry))
-        for i, fut in enumerate(op.futures):
-            mid = MessageId(self._partition, ledger, entry, i if op.is_batch else -1)
-            if op.is_batch:
-                mid.batch_size = op.num_messages
-            if op.chunk is not None:
-                mid.chunk_ids = tuple(op.chunk.ids)
-            fut._resolve(mid)
+        if op.is_batch:  # the throughput path: one id per message of the batch
+            partition, size = self._partition, op.num_messages
+            for i, fut in enumerate(op.futures):
+                fut._resolve(MessageId(partition, ledger, entry, i, size))
+        else:
+            for fut in op.futures:
+                mid = MessageId(self._partition, ledger, entry)
+                if op.chunk is not None:
+                    mid.chunk_ids = tuple(op.chunk.ids)
+                fut._resolve(mid)
         self._release(op)
 
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
@@ -779,6 +796,15 @@ async def settle_all(futures: list[SendFuture]) -> list[MessageId]:
         if fut.error is not None:
             raise fut.error
     return [fut.message_id for fut in futures]  # type: ignore[misc]
+
+
+def batch_message_limit(batching_max_messages: int, max_pending_messages: int) -> int:
+    """How many messages a batch holds before it is sent: ``batching_max_messages``, capped at
+    a ``PIPELINE_DEPTH``-th of the pending window so that several batches are in flight."""
+    share = max_pending_messages // PIPELINE_DEPTH
+    if share < MIN_SPLIT_BATCH:
+        return max(1, batching_max_messages)
+    return max(1, min(batching_max_messages, share))
 
 
 def _batch_key(msg: OutgoingMessage) -> bytes | str | None:

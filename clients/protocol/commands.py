@@ -166,8 +166,13 @@ def message_metadata(
 
 def varint(value: int) -> bytes:
     """A non-negative protobuf varint (the hand-encoded hot paths here and in ``batch``)."""
-    if value < 0x4000:  # sequence ids and payload sizes mostly fit in two bytes: no loop
+    if value < 0x4000:  # payload sizes mostly fit in two bytes, sequence ids in three or four: no loop
         return bytes((value,)) if value < 0x80 else bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x10000000:
+        if value < 0x200000:
+            return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80,
+                      value >> 21))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)

@@ -71,8 +71,18 @@ def encode_payload_command(
     *,
     checksum: bool = True,
 ) -> bytes:
-    """A payload command frame (SEND or MESSAGE) with a freshly built entry."""
-    return frame_with_entry(command, encode_entry(metadata, payload, checksum=checksum))
+    """A payload command frame (SEND or MESSAGE) with a freshly built entry: the same bytes as
+    ``frame_with_entry(command, encode_entry(...))`` with one join, not two (a 128 KiB batch is
+    copied once less)."""
+    if not checksum:
+        return frame_with_entry(command, encode_entry(metadata, payload, checksum=False))
+    body = command if isinstance(command, bytes) else command.SerializeToString()
+    meta = metadata if isinstance(metadata, bytes) else metadata.SerializeToString()
+    head = _U32.pack(len(meta)) + meta
+    crc = crc32c(payload, crc32c(head))
+    entry_size = 6 + len(head) + len(payload)  # magic (2) + crc (4) + head + payload
+    return b"".join((_TWO_U32.pack(4 + len(body) + entry_size, len(body)), body,
+                     _MAGIC_CRC.pack(MAGIC_CRC32C, crc), head, payload))
 
 
 def frame_with_entry(command: BaseCommand | bytes, entry: Buffer) -> bytes:

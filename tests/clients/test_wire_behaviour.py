@@ -175,6 +175,30 @@ async def test_batches_close_by_count_bytes_and_delay(fake: FakeBroker) -> None:
         assert fake.commands(T.SEND)[-1].num_messages == 1
 
 
+async def test_batches_leave_room_in_the_pending_window(fake: FakeBroker) -> None:
+    """With the defaults (1,000 pending, batches of up to 1,000) a batch closes at a quarter of
+    the window, so several are in flight: a full window is four SENDs before any receipt, not
+    one batch whose receipt the producer must wait for before it can add a message."""
+    fake.hold_receipts = True
+    async with AsyncClient(fake.url) as client:
+        producer = await client.create_producer(TOPIC, batching_max_publish_delay_ms=60_000)
+        for i in range(1000):
+            await producer.send_async(b"%d" % i)
+        with trio.fail_after(10):
+            while len(fake.commands(T.SEND)) < 4:
+                await trio.sleep(0.01)
+        assert [s.num_messages for s in fake.commands(T.SEND)] == [250] * 4
+        # A window too small to split keeps batching_max_messages (and its batch indexes).
+        small = await client.create_producer(TOPIC + "-small", max_pending_messages=40,
+                                             batching_max_publish_delay_ms=100)
+        for i in range(40):
+            await small.send_async(b"%d" % i)
+        with trio.fail_after(10):
+            while len(fake.commands(T.SEND)) < 5:
+                await trio.sleep(0.01)
+        assert fake.commands(T.SEND)[4].num_messages == 40
+
+
 async def test_send_timeout_fails_pending_sends(fake: FakeBroker) -> None:
     from clients import Timeout
 

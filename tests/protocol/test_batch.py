@@ -46,6 +46,19 @@ def test_split_batch_reads_plain_records_without_protobuf(items: list[tuple[byte
     assert b.split_batch(payload, len(items)) == [(None, seq, data) for data, seq in items]
 
 
+@given(st.lists(st.tuples(st.binary(max_size=300), st.integers(0, 2**64 - 1)), max_size=10))
+def test_serialize_plain_batch_is_serialize_batch_of_plain_metadata(items: list[tuple[bytes, int]]) -> None:
+    expected = b.serialize_batch((b.plain_message_metadata(len(data), seq), data) for data, seq in items)
+    assert b.serialize_plain_batch(items) == expected
+
+
+def test_varint_matches_protobuf_at_every_width() -> None:
+    for bits in range(64):
+        for value in {(1 << bits) - 1, 1 << bits, (1 << bits) + 1}:
+            if value < 2**64:
+                assert c.varint(value) == pb.SingleMessageMetadata(payload_size=0, sequence_id=value).SerializeToString()[3:]
+
+
 def test_split_batch_falls_back_to_protobuf() -> None:
     payload = b.serialize_batch([
         (c.single_message_metadata(0, sequence_id=1), b"plain"),

@@ -40,6 +40,14 @@ def _golden_send() -> tuple[bytes, bytes, bytes, bytes]:
     return cmd, meta, entry, frame
 
 
+@pytest.mark.parametrize("size", [0, 1, 1000, 128 * 1024])
+def test_payload_command_is_the_command_then_the_entry(size: int) -> None:
+    meta, payload = c.message_metadata("p", 7, 1000, num_messages_in_batch=3), bytes(range(256)) * (size // 256 + 1)
+    for command in (c.send(1, 7), c.send_bytes(1, 7)):
+        assert f.encode_payload_command(command, meta, payload[:size]) == f.frame_with_entry(
+            command, f.encode_entry(meta, payload[:size]))
+
+
 def test_golden_send_frame() -> None:
     _, _, entry, frame = _golden_send()
     meta = c.message_metadata("p", 7, 1000)
