@@ -31,8 +31,8 @@ class BookieConfig:
     metadata_service_uri: str = ""  # "" = no metadata store (cookies on disk only, no registration)
     # Metadata (ZooKeeper) session timeout: a killed bookie's registration vanishes after it (zkTimeout).
     zk_timeout: int = 10_000  # ms
-    netty_max_frame_size_bytes: int = MAX_FRAME_SIZE
-    max_pending_requests_per_connection: int = 10_000
+    netty_max_frame_size_bytes: int = MAX_FRAME_SIZE  # a larger request frame closes its connection
+    max_pending_requests_per_connection: int = 10_000  # a connection's reader pauses above this many in progress
     # Replies queued for one connection: its reader pauses above the high mark until they drain
     # below the low one (BookKeeper's Netty write-buffer water marks).
     server_write_buffer_low_water_mark: int = 384 * 1024
@@ -79,16 +79,19 @@ class BookieConfig:
     # form while a write is in progress, so under load nothing is lost by not waiting and an
     # unbatched add does not pay 2 ms on every bookie of a cluster.
     journal_flush_when_queue_empty: bool = True
+
     journal_sync_data: bool = True
     journal_page_cache_flush_interval_ms: int = 1000
-    # Drop journal pages from the page cache once fsynced (BookKeeper's journalRemovePagesFromCache):
-    # the journal is only read at replay, and its dirty/cached pages compete with entry-log writeback.
+    # Drop journal pages from the page cache once fsynced and 8 MB behind the write position, in
+    # 1 MB steps (BookKeeper's journalRemovePagesFromCache): the journal is only read at replay,
+    # and its dirty/cached pages compete with entry-log writeback.
     journal_remove_pages_from_cache: bool = True
-    journal_max_size_mb: int = 2048
-    journal_max_backups: int = 5
-    journal_pre_alloc_size_mb: int = 16
-    journal_queue_size: int = 10_000
-    journal_max_memory_size_mb: int = 256
+
+    journal_max_size_mb: int = 2048  # a journal file rolls over at this size
+    journal_max_backups: int = 5  # rolled journal files kept once the log mark passed them
+    journal_pre_alloc_size_mb: int = 16  # a journal file grows by this much at a time (fallocate)
+    journal_queue_size: int = 10_000  # adds waiting for the journal before adders wait
+    journal_max_memory_size_mb: int = 256  # bytes of adds waiting for the journal before adders wait
     # Fault injection, for tests only: a sleep added to every durable journal write (a slow
     # disk), and whether PUT /api/v1/bookie/fault/journal_sync_delay may change it at run time.
     journal_test_sync_delay_ms: int = 0
