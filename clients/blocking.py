@@ -729,9 +729,13 @@ class _TakenReport:
 
     def _run_now(self) -> None:
         """Run the queued calls (this report among them) on the loop thread and wait for them."""
-        assert self._loop is not None
+        loop = self._loop
+        assert loop is not None
+        if threading.get_ident() == loop._thread.ident:  # a callback on the loop itself
+            self._calls.sync()
+            return
         try:
-            self._loop.run_sync(self._calls.drain_now)
+            loop.run_sync(self._calls.drain_now)
         except errors.AlreadyClosed:
             pass  # closed meanwhile: nothing to refill
 
