@@ -143,10 +143,6 @@ class _LoopCalls:
         if self._calls:
             self._post()
 
-    def drain_now(self) -> None:
-        """On the loop thread: run what is queued now (a drain posted earlier finds less)."""
-        self._drain()
-
     def _drain(self) -> None:
         self._posted = False
         calls = self._calls
@@ -694,27 +690,16 @@ class _TakenReport:
     ``_posted`` is cleared before the loop drains it and checked after an append (as in
     ``_LoopCalls``), and the report keeps its place in the call order, ahead of the acks of the
     messages it covers. Every ``step`` messages the queued calls cross at once, so permits
-    return when the consumer took half its queue, not at the next crossing for other reasons.
+    return when the consumer took half its queue, not at the next crossing for other reasons."""
 
-    Crossing is not running, though: the loop thread needs the GIL, and a caller taking
-    messages from a full queue holds it for up to the interpreter's switch interval (5 ms)
-    at a time, long enough to empty a queue of 1,000 before the loop sends the FLOW that
-    refills it (the broker then sat idle for the round trip: flows of ~1,000 permits instead
-    of 500, and receive gaps of 2-8 ms at 1 KiB). Once ``wait_at`` messages (half the queue)
-    are taken and still unreported, the caller hands the report over and waits for the loop
-    to run it: one thread round trip per half queue, only when the loop was starved."""
+    __slots__ = ("_calls", "_dequeued_many", "_msgs", "_posted", "_step")
 
-    __slots__ = ("_calls", "_dequeued_many", "_msgs", "_posted", "_step", "_wait_at", "_loop")
-
-    def __init__(self, calls: _DeferredCalls, dequeued_many: Callable[[list[Message]], None], step: int,
-                 loop: _LoopThread | None = None, wait_at: int = 0) -> None:
+    def __init__(self, calls: _DeferredCalls, dequeued_many: Callable[[list[Message]], None], step: int) -> None:
         self._calls = calls
         self._dequeued_many = dequeued_many
         self._msgs: deque[Message] = deque()
         self._posted = False
         self._step = max(1, step)
-        self._loop = loop
-        self._wait_at = wait_at if loop is not None and wait_at > self._step else 0
 
     def add(self, msg: Message) -> None:
         msgs = self._msgs
@@ -724,20 +709,6 @@ class _TakenReport:
             self._calls.call_soon(self._report, None)
         elif len(msgs) == self._step:
             self._calls.sync()
-        elif len(msgs) == self._wait_at:
-            self._run_now()
-
-    def _run_now(self) -> None:
-        """Run the queued calls (this report among them) on the loop thread and wait for them."""
-        loop = self._loop
-        assert loop is not None
-        if threading.get_ident() == loop._thread.ident:  # a callback on the loop itself
-            self._calls.sync()
-            return
-        try:
-            loop.run_sync(self._calls.drain_now)
-        except errors.AlreadyClosed:
-            pass  # closed meanwhile: nothing to refill
 
     def _report(self, _: Any) -> None:
         self._posted = False
@@ -833,8 +804,7 @@ class Consumer:
         self._c = inner
         config = inner._config
         self._calls = _consumer_calls(loop, config)
-        self._taken = _TakenReport(self._calls, inner._dequeued_many, config.receiver_queue_size // 8, loop,
-                                   config.receiver_queue_size // 2)
+        self._taken = _TakenReport(self._calls, inner._dequeued_many, config.receiver_queue_size // 8)
         self._acks = _AckGroup()
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
 

@@ -4,7 +4,6 @@ after a connection loss, chunk layout, batch metadata. Fast: no broker process."
 from __future__ import annotations
 
 import time
-from typing import Any
 from collections.abc import AsyncIterator
 
 import pytest
@@ -339,41 +338,3 @@ async def test_consumer_resubscribes_when_connection_dies_right_after_subscribe(
             msg = await consumer.receive(10_000)
         assert msg.data() == b"after"
         assert len(fake.commands(T.SUBSCRIBE)) == 3
-
-
-async def test_blocking_receive_returns_permits_at_half_the_queue_without_waiting_for_the_loop(
-        fake: FakeBroker) -> None:
-    """A caller taking messages from a full queue holds the GIL; the loop thread that would
-    send the FLOW got it only after the switch interval (5 ms), often after the caller had
-    emptied the queue, so the broker's refill came a round trip late. Once half the queue is
-    taken and unreported, receive hands the report over and waits for the loop to run it."""
-    import clients
-
-    def run() -> tuple[int, Any, Any, int]:
-        client = clients.Client(fake.url)
-        try:
-            producer = client.create_producer(TOPIC, batching_enabled=False)
-            consumer = client.subscribe(TOPIC, "sub", receiver_queue_size=100)
-            for i in range(300):
-                producer.send_async(b"%d" % i, None)
-            producer.flush()
-            first = consumer.receive(5000)
-            inner = consumer._c
-            deadline = time.monotonic() + 5
-            while len(inner._queue) < 99 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            queued = len(inner._queue)
-            got = [consumer.receive(5000) for _ in range(49)]  # 50 taken: half the queue
-            # read at once, before this thread gives the loop any chance to run on its own
-            last_reported, permits_left = inner._last_dequeued, inner._permits
-            for _ in range(250):
-                consumer.receive(5000)
-            return queued, (first, got[-1]._id), last_reported, permits_left
-        finally:
-            client.close()
-
-    queued, (first, fiftieth), last_reported, permits_left = await trio.to_thread.run_sync(run)
-    assert queued == 99 and first.data() == b"0"
-    assert last_reported == fiftieth and permits_left == 0  # reported, and the FLOW went out
-    await trio.sleep(0.1)
-    assert [f.messagePermits for f in fake.commands(T.FLOW)][:3] == [100, 50, 50]
