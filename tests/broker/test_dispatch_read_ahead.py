@@ -3,6 +3,8 @@ read (the managed ledger side is tests/managed_ledger/test_read_ahead.py)."""
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import pulsar
 import pytest
 import trio
@@ -11,25 +13,35 @@ from tests.broker.conftest import client_for, in_thread, start_broker
 from tests.broker.memory_ml import MemoryCursor
 
 
-@pytest.mark.parametrize("ahead_bytes", [64 * 1024, 0])
-async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nursery, ahead_bytes: int) -> None:
-    service = await start_broker(nursery, dispatcher_max_read_batch_size=50, dispatcher_read_ahead_max_bytes=ahead_bytes)
-    topic = "persistent://public/default/read-ahead"
+async def _subscribe_and_publish(service: Any, topic: str, send: Callable[[Any], None]) -> tuple[Any, MemoryCursor]:
+    """Subscription "s" from the earliest (so its cursor exists before the entries), then
+    ``send(client)`` publishes; the subscription and its in-memory cursor."""
 
     def publish() -> None:
         client = client_for(service)
         try:
             client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest).close()
-            producer = client.create_producer(topic, batching_enabled=False)
-            for i in range(230):
-                producer.send(b"m%d" % i)
+            send(client)
         finally:
             client.close()
 
     await in_thread(publish)
     sub = service.topics[topic].subscriptions["s"]
-    cursor = sub.cursor
-    assert isinstance(cursor, MemoryCursor)
+    assert isinstance(sub.cursor, MemoryCursor)
+    return sub, sub.cursor
+
+
+@pytest.mark.parametrize("ahead_bytes", [64 * 1024, 0])
+async def test_dispatcher_reads_the_next_range_ahead_of_sending(nursery: trio.Nursery, ahead_bytes: int) -> None:
+    service = await start_broker(nursery, dispatcher_max_read_batch_size=50, dispatcher_read_ahead_max_bytes=ahead_bytes)
+    topic = "persistent://public/default/read-ahead"
+
+    def send(client: Any) -> None:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(230):
+            producer.send(b"m%d" % i)
+
+    sub, cursor = await _subscribe_and_publish(service, topic, send)
     sent_before_read_ahead: list[int] = []
     real_deliver = type(sub)._route
 
@@ -84,22 +96,14 @@ async def test_first_read_of_batches_stays_within_permits_and_sizes_the_read_ahe
     topic = "persistent://public/default/first-read-of-batches"
     payload = b"x" * 200
 
-    def publish() -> None:
-        client = client_for(service)
-        try:
-            client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest).close()
-            producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=20,
-                                              batching_max_publish_delay_ms=60_000)
-            for _ in range(800):
-                producer.send_async(payload, None)
-            producer.flush()
-        finally:
-            client.close()
+    def send(client: Any) -> None:
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=20,
+                                          batching_max_publish_delay_ms=60_000)
+        for _ in range(800):
+            producer.send_async(payload, None)
+        producer.flush()
 
-    await in_thread(publish)
-    sub = service.topics[topic].subscriptions["s"]
-    cursor = sub.cursor
-    assert isinstance(cursor, MemoryCursor)
+    sub, cursor = await _subscribe_and_publish(service, topic, send)
     permits_after_route: list[int] = []
     real_route = type(sub)._route
 
