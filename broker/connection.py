@@ -43,7 +43,7 @@ from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
 from quire.outbox import Outbox
-from quire import input_batch, socket_io
+from quire import hop_trace, input_batch, socket_io
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -336,6 +336,8 @@ class ServerConnection:
             self.outbox.put(data)
 
     async def wait_writable(self) -> None:
+        if hop_trace.ENABLED and self.outbox.queued_bytes > self.config.connection_outbox_bytes:
+            hop_trace.mark("d.full", self.outbox.queued_bytes)
         await self.outbox.wait_below(self.config.connection_outbox_bytes)
 
     # -- peer interface used by producers and consumers ------------------------------------

@@ -30,6 +30,7 @@ from managed_ledger.formats import PositionInfo
 from managed_ledger.position import Entry, Position
 from managed_ledger.range_set import RangeSet
 from managed_ledger.read_ahead import ReadAhead
+from quire import hop_trace
 from quire import invariants
 
 if TYPE_CHECKING:
@@ -230,7 +231,11 @@ class ManagedCursor:
         while first + len(got) <= last:
             more = await self._ahead.take(ledger_id, first + len(got), last)
             if more is None:
+                if hop_trace.ENABLED:
+                    hop_trace.mark("c.direct", first + len(got), last)
                 got += await self.ml.read_range(ledger_id, first + len(got), last)
+                if hop_trace.ENABLED:
+                    hop_trace.mark("c.direct.done", len(got))
                 break
             got += more
         return got

@@ -25,6 +25,7 @@ import trio
 
 from managed_ledger.errors import ManagedLedgerError
 from managed_ledger.position import Entry
+from quire import hop_trace
 
 if TYPE_CHECKING:
     from managed_ledger.ledger_reads import LedgerReads
@@ -94,12 +95,16 @@ class ReadAhead:
     async def _run(self, p: _Read) -> None:
         try:
             with p.scope:
+                if hop_trace.ENABLED:
+                    hop_trace.mark("ra.start", p.first, p.last)
                 # one ledger-client read for the whole range (it splits it by its own
                 # max_entries_per_read_batch): fewer round trips to the bookie's disk thread
                 p.entries = await self._ml.read_range(p.ledger_id, p.first, p.last, step=p.last - p.first + 1)
         except ManagedLedgerError:
             pass  # the reader's own read meets (and reports) the same problem
         finally:
+            if hop_trace.ENABLED:
+                hop_trace.mark("ra.done", p.first, len(p.entries or ()))
             p.done.set()
 
     def cancel(self) -> None:
@@ -116,6 +121,8 @@ class ReadAhead:
         if p.ledger_id != ledger_id or p.first != first:
             self.cancel()
             return None
+        if hop_trace.ENABLED and not p.done.is_set():
+            hop_trace.mark("ra.wait", p.first)
         await p.done.wait()
         if p is not (self._reads[0] if self._reads else None):
             return None  # cancelled meanwhile (a seek, a close)

@@ -1,4 +1,9 @@
-"""Per-hop timestamps on the add path, for hunting latency across processes.
+"""Per-hop timestamps on the add path and the dispatch path, for hunting latency across processes.
+
+Dispatch rows (broker): ``d.flow`` (permits granted, consumer's permits after), ``d.read`` /
+``d.got`` / ``d.sent`` around one dispatcher read, ``d.idle`` (waiting, with its budget),
+``d.full`` (the connection's outbox over its limit), ``ra.start`` / ``ra.done`` / ``ra.wait``
+(a read ahead) and ``c.direct`` / ``c.direct.done`` (a cursor read not served by one).
 
 Off unless ``QUIRE_HOP_TRACE`` names a directory: then every process appends
 ``(monotonic_ns, hop, a, b)`` rows to memory and writes them to ``<dir>/<pid>.tsv`` at exit.
