@@ -1,7 +1,8 @@
 """What a person sees when a `quire` command fails: one line that says what to do, no traceback.
 
 ``run(cli)`` is the console entry point around the click group: usage errors stay click's
-(exit 2), Ctrl-C exits 130 without a traceback, a closed pipe (``quire read | head``) ends
+(exit 2), Ctrl-C exits 130 without a traceback (or ends ``consume -n 0`` / ``read --follow`` /
+``perf`` with their summary), even in a process that inherited SIGINT ignored, a closed pipe (``quire read | head``) ends
 quietly, and any other failure prints ``error: <one line>`` and exits 1. ``--debug`` (anywhere
 on the command line) or ``QUIRE_DEBUG=1`` prints the full traceback instead. trio wraps errors
 raised inside nurseries in exception groups; the line describes the innermost real cause.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import sys
 import traceback
 import click
@@ -143,8 +145,20 @@ def take_global_options(args: list[str], environ: dict[str, str] | os._Environ[s
         i += 1
 
 
+def listen_to_ctrl_c() -> None:
+    """Make SIGINT raise KeyboardInterrupt again if this process inherited it ignored.
+
+    A shell without job control (a script, ``cmd &`` in CI or a tool's shell) starts background
+    commands with SIGINT ignored, and Python then installs no handler; trio only turns SIGINT
+    into KeyboardInterrupt when Python's default handler is in place. So ``quire consume -n 0``
+    started that way ignored every SIGINT and never ended (its loop idle, its tasks waiting)."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
     global _command
+    listen_to_ctrl_c()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
     take_global_options(args)
@@ -177,4 +191,5 @@ def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = N
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__: list[str] = ["run", "describe", "cause", "take_global_options", "GLOBAL_OPTIONS", "NOT_LISTENING"]
+__all__: list[str] = ["run", "describe", "cause", "listen_to_ctrl_c", "take_global_options", "GLOBAL_OPTIONS",
+                      "NOT_LISTENING"]
