@@ -85,12 +85,16 @@ class AsyncClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        # Already cancelled: a service task ended with an exception none of them catches (Ctrl-C
+        # landed in a connection's reader or a consumer's ack timer): connections and reconnect
+        # loops are gone, so a flush or a CLOSE request can never complete. Close locally at once
+        # instead of waiting out the timeout.
+        timeout_s = 0.0 if self._nursery.cancel_scope.cancel_called else 10.0
         try:
             with trio.CancelScope(shield=True):
-                with trio.move_on_after(10):
-                    await self.close()
+                await self.close(timeout_s)
         finally:
-            assert self._nursery is not None
             self._nursery.cancel_scope.cancel()
             result = await self._nursery_cm.__aexit__(*exc)
         return result
@@ -103,8 +107,11 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        with trio.move_on_after(timeout_s):
-            for handle in list(self._handles):
+        deadline = trio.current_time() + timeout_s
+        for handle in list(self._handles):
+            # One scope each: a handle still gets its local close (pending sends failed, receive
+            # woken) after an earlier one used up the time.
+            with trio.move_on_at(deadline):
                 try:
                     await handle.close()
                 except errors.PulsarException as exc:
