@@ -16,7 +16,11 @@ import re
 import signal
 import sys
 import traceback
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import click
+import trio
 
 from quire.config import exception_leaves
 
@@ -30,6 +34,7 @@ PORT_FLAGS = {
     ("bookie", "bookie_port"): "--port", ("bookie", "http_server_port"): "--http-port",
 }
 _command = ""  # the subcommand being run (set by run())
+T = TypeVar("T")
 
 
 def cause(exc: BaseException) -> BaseException:
@@ -156,6 +161,15 @@ def listen_to_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def run_trio(main: Callable[[], Awaitable[T]]) -> T:
+    """``trio.run(main)`` for a client command: Ctrl-C raises KeyboardInterrupt in the main task
+    at its next wait, never inside another task or inside trio. Raised wherever code runs (trio's
+    default), it could land in ``nursery.start_soon`` between adding a child and scheduling it:
+    the child never ran and its nursery (a connection's, then the client's) waited for it forever,
+    so a Ctrl-C while ``quire consume`` connected hung it."""
+    return trio.run(main, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
 def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
     global _command
     listen_to_ctrl_c()
@@ -191,5 +205,5 @@ def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = N
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__: list[str] = ["run", "describe", "cause", "listen_to_ctrl_c", "take_global_options", "GLOBAL_OPTIONS",
-                      "NOT_LISTENING"]
+__all__: list[str] = ["run", "run_trio", "describe", "cause", "listen_to_ctrl_c", "take_global_options",
+                      "GLOBAL_OPTIONS", "NOT_LISTENING"]
