@@ -4,6 +4,11 @@ The client owns one nursery. Connections (``ConnectionPool``) and every producer
 consumer's service tasks (batch timer, reconnect loop, ack timer ...) run in it, each under its
 own cancel scope, so closing a producer stops exactly its tasks and closing the client stops
 everything.
+
+Those tasks, and the calls that start them, are KI-protected (``enable_ki_protection``): Ctrl-C
+reaches the application's main task at its next checkpoint, never the middle of a connection's
+reader or of trio's ``nursery.start_soon``, which, interrupted between adding a child and
+scheduling it, leaves a child that never runs and its nursery waiting for it forever.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import secrets
 from typing import Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .auth import Authentication, tls_context
@@ -144,6 +150,7 @@ class AsyncClient:
 
     # -- consumers ----------------------------------------------------------------------------
 
+    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
     async def subscribe(
         self,
         topic: str | list[str] | re.Pattern[str],
@@ -181,6 +188,7 @@ class AsyncClient:
         self._handles.add(consumer)
         return consumer
 
+    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
     async def _subscribe_pattern(self, pattern: re.Pattern[str], cfg: ConsumerConfig) -> MultiTopicsConsumer:
         text = pattern.pattern
         full = text if "://" in text else f"persistent://public/default/{text}"

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, Protocol
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from quire.outbox import Outbox
 
@@ -145,6 +146,7 @@ class ClientConnection:
                 self._dispatch(frame)
             return
 
+    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
     async def run(self) -> None:
         """Reader, writer and keep-alive until the connection fails or ``close()``; never raises."""
         try:

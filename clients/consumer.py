@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .ack_grouping import AckGroupingTracker
@@ -289,6 +290,7 @@ class Consumer(ConsumerBase):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
     async def _run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         with self._scope:
             await self._establish()

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .message_id import MessageId
@@ -56,6 +57,7 @@ class PartitionedProducer:
         self._single = random.randrange(partitions)
         self._scope = trio.CancelScope()
 
+    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
     async def _start(self) -> None:
         try:
             await self._add_partitions(self._n)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .connection_handler import ConnectionHandler
@@ -691,6 +692,7 @@ class Producer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
     async def _run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Owned by the client's nursery: connect once (errors go to the creator), then serve."""
         with self._scope:

@@ -107,3 +107,12 @@ async def test_keyboard_interrupt_in_any_client_task_ends_the_client(
     assert any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(info.value)), info.value
     assert all(cnx.closed.is_set() for cnx in cnx_before)
 
+
+
+def test_ctrl_c_while_a_connection_starts_its_tasks_ends_a_trio_application() -> None:
+    # A plain trio.run (not the CLI's restricted one): the client's own KI protection must keep
+    # the interrupt out of trio's nursery.start_soon (see tests/clients/ki_at_start_soon.py).
+    from tests.cli.test_ctrl_c_in_trio_internals import interrupted_at_start_soon
+
+    code, err = interrupted_at_start_soon("client")
+    assert code == 0 and "the client ended with KeyboardInterrupt" in err, err

@@ -1,0 +1,83 @@
+"""Run a client with SIGINT raised inside trio's scheduling of a new connection's writer task.
+
+``python -m tests.clients.ki_at_start_soon cli consume t -s s -n 0`` runs a ``quire`` command,
+``... client`` a plain ``trio.run`` application of ``AsyncClient``, against the scripted fake
+broker (served from a thread). SIGINT is raised the first time the command's (main) thread
+schedules a ``ClientConnection._writer`` task: inside ``nursery.start_soon``, after the child
+joined the nursery and before it was scheduled, where trio's default delivery raised
+KeyboardInterrupt and left a child that never ran. Used by tests in a child process, so a hang
+cannot take the test run with it; prints where the interrupt was raised on stderr.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any
+
+import trio
+from trio._core._run import Runner
+
+from clients import AsyncClient
+from quire.cli_errors import listen_to_ctrl_c
+from quire.config import exception_leaves
+from tests.clients.fake_broker import FakeBroker
+
+
+def serve_fake_broker() -> FakeBroker:
+    broker, ready = FakeBroker(), threading.Event()
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            ready.set()
+
+    threading.Thread(target=trio.run, args=(serve,), daemon=True).start()
+    ready.wait()
+    return broker
+
+
+def interrupt_at_writer_start(fired: list[str]) -> None:
+    schedule = Runner.reschedule
+
+    def reschedule(self: Runner, task: Any, *args: Any) -> None:
+        if not fired and args == (None,) and task.name.endswith("ClientConnection._writer") and (
+                threading.current_thread() is threading.main_thread()):
+            fired.append(task.name)
+            signal.raise_signal(signal.SIGINT)
+        schedule(self, task, *args)
+
+    Runner.reschedule = reschedule  # type: ignore[method-assign]
+
+
+def main() -> None:
+    mode, args = sys.argv[1], sys.argv[2:]
+    broker = serve_fake_broker()
+    fired: list[str] = []
+    interrupt_at_writer_start(fired)
+    listen_to_ctrl_c()  # (a test run started in the background inherits SIGINT ignored)
+    try:
+        if mode == "cli":
+            from quire.cli import cli
+            from quire.cli_errors import run
+
+            run(cli, argv=[*args, "--url", broker.url])
+
+        async def app() -> None:
+            async with AsyncClient(broker.url) as client:
+                consumer = await client.subscribe("t", "s")
+                await consumer.receive()
+
+        try:
+            trio.run(app)
+        except BaseException as exc:  # noqa: BLE001 - the interrupt is what we wait for
+            if not any(isinstance(leaf, KeyboardInterrupt) for leaf in exception_leaves(exc)):
+                raise
+            print("the client ended with KeyboardInterrupt", file=sys.stderr)
+    finally:
+        print("interrupt raised in", fired, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
