@@ -81,6 +81,7 @@ class AsyncClient:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @enable_ki_protection  # interrupted after opening its nursery, it would leave it open (trio: corrupted)
     async def __aenter__(self) -> "AsyncClient":
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def interrupted_at_start_soon(*args: str) -> tuple[int, str]:
+def interrupted_at_start_soon(*args: str, expect: str = "ClientConnection._writer") -> tuple[int, str]:
     """Exit code and stderr of ``python -m tests.clients.ki_at_start_soon ARGS``."""
     proc = subprocess.Popen([sys.executable, "-m", "tests.clients.ki_at_start_soon", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -27,7 +27,8 @@ def interrupted_at_start_soon(*args: str) -> tuple[int, str]:
         proc.kill()
         _, err = proc.communicate()
         raise AssertionError(f"{' '.join(args)}: still running 30 s after Ctrl-C:\n{err}") from None
-    assert "ClientConnection._writer" in err, err  # the interrupt came where it was meant to
+    fired = [line for line in err.splitlines() if line.startswith("interrupt raised in")]
+    assert fired and expect in fired[0], err  # it came where it was meant to
     return proc.returncode, err
 
 

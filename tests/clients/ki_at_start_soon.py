@@ -2,7 +2,8 @@
 
 ``python -m tests.clients.ki_at_start_soon cli consume t -s s -n 0`` runs a ``quire`` command,
 ``... client`` a plain ``trio.run`` application of ``AsyncClient``, against the scripted fake
-broker (served from a thread). SIGINT is raised the first time the command's (main) thread
+broker (served from a thread); ``... client-enter`` raises SIGINT inside ``AsyncClient.__aenter__``
+instead, after it opened its nursery (trio: "Nursery stack corrupted" if it stays open). SIGINT is raised the first time the command's (main) thread
 schedules a ``ClientConnection._writer`` task: inside ``nursery.start_soon``, after the child
 joined the nursery and before it was scheduled, where trio's default delivery raised
 KeyboardInterrupt and left a child that never ran. Used by tests in a child process, so a hang
@@ -51,11 +52,28 @@ def interrupt_at_writer_start(fired: list[str]) -> None:
     Runner.reschedule = reschedule  # type: ignore[method-assign]
 
 
+def interrupt_in_client_enter(fired: list[str]) -> None:
+    """SIGINT inside ``AsyncClient.__aenter__`` after it opened its nursery."""
+    import clients.async_client as module
+
+    class Pool(module.ConnectionPool):
+        def __init__(self, *args: Any) -> None:
+            if not fired:
+                fired.append("AsyncClient.__aenter__")
+                signal.raise_signal(signal.SIGINT)
+            super().__init__(*args)
+
+    module.ConnectionPool = Pool  # type: ignore[misc]
+
+
 def main() -> None:
     mode, args = sys.argv[1], sys.argv[2:]
     broker = serve_fake_broker()
     fired: list[str] = []
-    interrupt_at_writer_start(fired)
+    if mode == "client-enter":
+        interrupt_in_client_enter(fired)
+    else:
+        interrupt_at_writer_start(fired)
     listen_to_ctrl_c()  # (a test run started in the background inherits SIGINT ignored)
     try:
         if mode == "cli":

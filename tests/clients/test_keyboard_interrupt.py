@@ -116,3 +116,11 @@ def test_ctrl_c_while_a_connection_starts_its_tasks_ends_a_trio_application() ->
 
     code, err = interrupted_at_start_soon("client")
     assert code == 0 and "the client ended with KeyboardInterrupt" in err, err
+
+
+def test_ctrl_c_while_the_client_opens_its_nursery_ends_a_trio_application() -> None:
+    from tests.cli.test_ctrl_c_in_trio_internals import interrupted_at_start_soon
+
+    code, err = interrupted_at_start_soon("client-enter", expect="AsyncClient.__aenter__")
+    assert code == 0 and "the client ended with KeyboardInterrupt" in err, err
+    assert "corrupted" not in err, err
