@@ -151,7 +151,7 @@ class AsyncClient:
 
     # -- consumers ----------------------------------------------------------------------------
 
-    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def subscribe(
         self,
         topic: str | list[str] | re.Pattern[str],
@@ -189,7 +189,7 @@ class AsyncClient:
         self._handles.add(consumer)
         return consumer
 
-    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def _subscribe_pattern(self, pattern: re.Pattern[str], cfg: ConsumerConfig) -> MultiTopicsConsumer:
         text = pattern.pattern
         full = text if "://" in text else f"persistent://public/default/{text}"

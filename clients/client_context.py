@@ -73,7 +73,7 @@ class ClientContext:
         """A closed producer/consumer: the client no longer closes it on exit."""
         self.handles.discard(handle)
 
-    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def start_child(self, child: ServiceTask) -> None:
         """Run a producer's/consumer's service task in the client nursery; creation errors raise here."""
         await self.nursery.start(child._run)

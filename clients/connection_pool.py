@@ -61,7 +61,7 @@ class ConnectionPool:
             self._connections[url] = cnx
             return cnx
 
-    @enable_ki_protection  # Ctrl-C goes to the application's main task (see async_client)
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def _connect(self, url: str) -> ClientConnection:
         """Connect to one of the URL's hosts: round robin, falling through to the next on failure."""
         hosts = parse_service_url(url)

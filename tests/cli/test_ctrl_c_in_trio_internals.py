@@ -4,7 +4,7 @@ trio raises KeyboardInterrupt wherever unprotected code runs when SIGINT arrives
 ``nursery.start_soon`` is such code: an interrupt between its adding the child to the nursery
 and scheduling it leaves a child that never runs, so the nursery (a connection's, then the
 client's) waits for it forever. ``quire consume`` given Ctrl-C while it connected hung idle that
-way. tests/clients/ki_at_start_soon.py raises SIGINT exactly there, in a child process.
+way. tests/clients/ki_injection.py raises SIGINT exactly there, in a child process.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def interrupted_at_start_soon(*args: str, expect: str = "ClientConnection._writer") -> tuple[int, str]:
-    """Exit code and stderr of ``python -m tests.clients.ki_at_start_soon ARGS``."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.clients.ki_at_start_soon", *args], stdout=subprocess.PIPE,
+def run_interrupted(*args: str, expect: str = "ClientConnection._writer") -> tuple[int, str]:
+    """Exit code and stderr of ``python -m tests.clients.ki_injection ARGS``."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.clients.ki_injection", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         _, err = proc.communicate(timeout=30)
@@ -35,5 +35,5 @@ def interrupted_at_start_soon(*args: str, expect: str = "ClientConnection._write
 def test_ctrl_c_while_a_connection_starts_its_tasks_ends_consume_and_read() -> None:
     for args, summary in ((["consume", "t", "-s", "s", "-n", "0"], "0 messages successfully consumed (interrupted)"),
                           (["read", "t", "--follow"], "0 messages read (interrupted)")):
-        code, err = interrupted_at_start_soon("cli", *args)
+        code, err = run_interrupted("cli", *args)
         assert code == 0 and summary in err, err

@@ -111,16 +111,24 @@ async def test_keyboard_interrupt_in_any_client_task_ends_the_client(
 
 def test_ctrl_c_while_a_connection_starts_its_tasks_ends_a_trio_application() -> None:
     # A plain trio.run (not the CLI's restricted one): the client's own KI protection must keep
-    # the interrupt out of trio's nursery.start_soon (see tests/clients/ki_at_start_soon.py).
-    from tests.cli.test_ctrl_c_in_trio_internals import interrupted_at_start_soon
+    # the interrupt out of trio's nursery.start_soon (see tests/clients/ki_injection.py).
+    from tests.cli.test_ctrl_c_in_trio_internals import run_interrupted
 
-    code, err = interrupted_at_start_soon("client")
+    code, err = run_interrupted("client")
     assert code == 0 and "the client ended with KeyboardInterrupt" in err, err
 
 
 def test_ctrl_c_while_the_client_opens_its_nursery_ends_a_trio_application() -> None:
-    from tests.cli.test_ctrl_c_in_trio_internals import interrupted_at_start_soon
+    from tests.cli.test_ctrl_c_in_trio_internals import run_interrupted
 
-    code, err = interrupted_at_start_soon("client-enter", expect="AsyncClient.__aenter__")
+    code, err = run_interrupted("client-enter", expect="AsyncClient.__aenter__")
     assert code == 0 and "the client ended with KeyboardInterrupt" in err, err
     assert "corrupted" not in err, err
+
+
+def test_ctrl_c_as_a_connection_writer_parks_ends_a_trio_application() -> None:
+    from tests.cli.test_ctrl_c_in_trio_internals import run_interrupted
+
+    code, err = run_interrupted("client-writer-parks", expect="ClientConnection._writer parking")
+    assert code == 0 and "the client ended with KeyboardInterrupt" in err, err
+    assert "TrioInternalError" not in err, err

@@ -1,13 +1,21 @@
-"""Run a client with SIGINT raised inside trio's scheduling of a new connection's writer task.
+"""Run a client with SIGINT raised at one chosen point, in a child process of a test (a hang
+then cannot take the test run with it), against the scripted fake broker served from a thread.
 
-``python -m tests.clients.ki_at_start_soon cli consume t -s s -n 0`` runs a ``quire`` command,
-``... client`` a plain ``trio.run`` application of ``AsyncClient``, against the scripted fake
-broker (served from a thread); ``... client-enter`` raises SIGINT inside ``AsyncClient.__aenter__``
-instead, after it opened its nursery (trio: "Nursery stack corrupted" if it stays open). SIGINT is raised the first time the command's (main) thread
-schedules a ``ClientConnection._writer`` task: inside ``nursery.start_soon``, after the child
-joined the nursery and before it was scheduled, where trio's default delivery raised
-KeyboardInterrupt and left a child that never ran. Used by tests in a child process, so a hang
-cannot take the test run with it; prints where the interrupt was raised on stderr.
+``python -m tests.clients.ki_injection MODE [quire args]``; MODE says what runs and where the
+signal comes:
+
+- ``cli ARGS``: the ``quire ARGS`` command; ``client``: a plain ``trio.run`` application of
+  ``AsyncClient``. Both get SIGINT the first time the main thread schedules a connection's writer
+  task: inside ``nursery.start_soon``, after the child joined the nursery and before it was
+  scheduled; trio's default delivery raised KeyboardInterrupt there and left a child that never
+  ran, its nursery waiting forever.
+- ``client-enter``: inside ``AsyncClient.__aenter__`` after it opened its nursery (left open:
+  trio's "Nursery stack corrupted").
+- ``client-writer-parks``: in a connection's writer task as it parks (a writer that died there
+  stayed its outbox's task to wake: trio's TrioInternalError when the outbox closed).
+
+Prints ``interrupt raised in [...]`` on stderr, and for the client modes whether the client ended
+with KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -66,12 +74,28 @@ def interrupt_in_client_enter(fired: list[str]) -> None:
     module.ConnectionPool = Pool  # type: ignore[misc]
 
 
+def interrupt_as_writer_parks(fired: list[str]) -> None:
+    """SIGINT in a connection's writer task just before it parks waiting for frames (its outbox
+    already names it as the task to wake)."""
+    park = trio.lowlevel.wait_task_rescheduled
+
+    async def wait_task_rescheduled(abort_func: Any) -> Any:
+        if not fired and trio.lowlevel.current_task().name.endswith("ClientConnection._writer"):
+            fired.append("ClientConnection._writer parking")
+            signal.raise_signal(signal.SIGINT)
+        return await park(abort_func)
+
+    trio.lowlevel.wait_task_rescheduled = wait_task_rescheduled
+
+
 def main() -> None:
     mode, args = sys.argv[1], sys.argv[2:]
     broker = serve_fake_broker()
     fired: list[str] = []
     if mode == "client-enter":
         interrupt_in_client_enter(fired)
+    elif mode == "client-writer-parks":
+        interrupt_as_writer_parks(fired)
     else:
         interrupt_at_writer_start(fired)
     listen_to_ctrl_c()  # (a test run started in the background inherits SIGINT ignored)
