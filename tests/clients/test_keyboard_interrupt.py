@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -39,14 +38,6 @@ POINTS: dict[str, tuple[str, Any, str]] = {
     "redelivery timer": ("Consumer._redelivery_timer", RedeliveryTracker, "pop_due"),
     "main task": ("", Consumer, "_on_dequeued"),
 }
-
-
-@pytest.fixture
-async def fake(nursery: trio.Nursery) -> AsyncIterator[FakeBroker]:
-    broker = FakeBroker()
-    await nursery.start(broker.run)
-    yield broker
-    broker.stop()
 
 
 def interrupt_once_in(task_suffix: str, fn: Any, fired: list[str]) -> Any:
