@@ -93,10 +93,9 @@ class AsyncClient:
 
     async def __aexit__(self, *exc: Any) -> bool | None:
         assert self._nursery is not None
-        # Already cancelled: a service task ended with an exception none of them catches (Ctrl-C
-        # landed in a connection's reader or a consumer's ack timer): connections and reconnect
-        # loops are gone, so a flush or a CLOSE request can never complete. Close locally at once
-        # instead of waiting out the timeout.
+        # Already cancelled: a service task ended with an exception none of them catches (a
+        # KeyboardInterrupt raised in it): connections and reconnect loops are gone, so a flush or
+        # a CLOSE request can never complete. Close locally at once, not after the timeout.
         timeout_s = 0.0 if self._nursery.cancel_scope.cancel_called else 10.0
         try:
             with trio.CancelScope(shield=True):
