@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .protocol import commands as cmds
@@ -66,6 +67,7 @@ class AckGroupingTracker:
         except errors.NotConnected:
             pass
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def run(self) -> None:
         """Send grouped acks ``ack_group_time_ms`` after the first one queued; idle otherwise."""
         interval = max(0.01, self._group_time_ms / 1000)

@@ -4,6 +4,11 @@ The client owns one nursery. Connections (``ConnectionPool``) and every producer
 consumer's service tasks (batch timer, reconnect loop, ack timer ...) run in it, each under its
 own cancel scope, so closing a producer stops exactly its tasks and closing the client stops
 everything.
+
+Those tasks, and the calls that start them, are KI-protected (``enable_ki_protection``): Ctrl-C
+reaches the application's main task at its next checkpoint, never the middle of a connection's
+reader or of trio's ``nursery.start_soon``, which, interrupted between adding a child and
+scheduling it, leaves a child that never runs and its nursery waiting for it forever.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import secrets
 from typing import Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .auth import Authentication, tls_context
@@ -75,6 +81,7 @@ class AsyncClient:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    @enable_ki_protection  # interrupted after opening its nursery, it would leave it open (trio: corrupted)
     async def __aenter__(self) -> "AsyncClient":
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()
@@ -85,12 +92,15 @@ class AsyncClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        # Already cancelled: a service task ended with an exception none of them catches (a
+        # KeyboardInterrupt raised in it): connections and reconnect loops are gone, so a flush or
+        # a CLOSE request can never complete. Close locally at once, not after the timeout.
+        timeout_s = 0.0 if self._nursery.cancel_scope.cancel_called else 10.0
         try:
             with trio.CancelScope(shield=True):
-                with trio.move_on_after(10):
-                    await self.close()
+                await self.close(timeout_s)
         finally:
-            assert self._nursery is not None
             self._nursery.cancel_scope.cancel()
             result = await self._nursery_cm.__aexit__(*exc)
         return result
@@ -103,8 +113,11 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        with trio.move_on_after(timeout_s):
-            for handle in list(self._handles):
+        deadline = trio.current_time() + timeout_s
+        for handle in list(self._handles):
+            # One scope each: a handle still gets its local close (pending sends failed, receive
+            # woken) after an earlier one used up the time.
+            with trio.move_on_at(deadline):
                 try:
                     await handle.close()
                 except errors.PulsarException as exc:
@@ -137,6 +150,7 @@ class AsyncClient:
 
     # -- consumers ----------------------------------------------------------------------------
 
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def subscribe(
         self,
         topic: str | list[str] | re.Pattern[str],
@@ -174,6 +188,7 @@ class AsyncClient:
         self._handles.add(consumer)
         return consumer
 
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def _subscribe_pattern(self, pattern: re.Pattern[str], cfg: ConsumerConfig) -> MultiTopicsConsumer:
         text = pattern.pattern
         full = text if "://" in text else f"persistent://public/default/{text}"

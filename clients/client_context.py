@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from .connection import DEFAULT_MAX_MESSAGE_SIZE
 from .connection_pool import ConnectionPool
@@ -72,6 +73,7 @@ class ClientContext:
         """A closed producer/consumer: the client no longer closes it on exit."""
         self.handles.discard(handle)
 
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def start_child(self, child: ServiceTask) -> None:
         """Run a producer's/consumer's service task in the client nursery; creation errors raise here."""
         await self.nursery.start(child._run)

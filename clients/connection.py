@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any, Protocol
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from quire.outbox import Outbox
 
@@ -145,6 +146,7 @@ class ClientConnection:
                 self._dispatch(frame)
             return
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def run(self) -> None:
         """Reader, writer and keep-alive until the connection fails or ``close()``; never raises."""
         try:
@@ -302,6 +304,7 @@ class ClientConnection:
         """Wait until the outgoing buffer is below the high-water mark (or the connection closed)."""
         await self._outbox.wait_below(WRITE_HIGH_WATER)
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _writer(self) -> None:
         await self._outbox.run(self._send_all)
 
@@ -362,6 +365,7 @@ class ClientConnection:
             for frame in feed(data):
                 dispatch(frame)
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _keep_alive(self) -> None:
         interval = self._config.keep_alive_interval_s
         pinged = False

@@ -14,6 +14,7 @@ import logging
 from typing import Protocol
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .lookup import Backoff
@@ -53,6 +54,7 @@ class ConnectionHandler:
     def connection_lost(self) -> None:
         self._lost.set()
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def run(self) -> None:
         """Owned by the owner's nursery: returns once the owner is closed or failed fatally."""
         owner = self._owner

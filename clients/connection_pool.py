@@ -11,6 +11,7 @@ import ssl
 from urllib.parse import urlsplit
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .connection import ClientConnection, ConnectionConfig
@@ -60,6 +61,7 @@ class ConnectionPool:
             self._connections[url] = cnx
             return cnx
 
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def _connect(self, url: str) -> ClientConnection:
         """Connect to one of the URL's hosts: round robin, falling through to the next on failure."""
         hosts = parse_service_url(url)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .ack_grouping import AckGroupingTracker
@@ -289,6 +290,7 @@ class Consumer(ConsumerBase):
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         with self._scope:
             await self._establish()
@@ -691,6 +693,7 @@ class Consumer(ConsumerBase):
         key = (mid.ledger_id(), mid.entry_id())
         self._redelivery.nacked(key, trio.current_time())
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _redelivery_timer(self) -> None:
         tick = self._redelivery.tick_s
         while True:

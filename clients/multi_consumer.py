@@ -15,6 +15,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .consumer import Consumer, ConsumerBase, ConsumerConfig
@@ -136,6 +137,7 @@ class MultiTopicsConsumer(ConsumerBase):
 
     # -- partition and pattern discovery -------------------------------------------------------
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def watch_partitions(self, topic: str, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Subscribe to partitions added to ``topic`` (every ``partitions_update_interval_s``)."""
         scope = trio.CancelScope()
@@ -154,6 +156,7 @@ class MultiTopicsConsumer(ConsumerBase):
                     log.info("partition update of %s failed: %s", topic, exc)
 
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def run_pattern_discovery(
         self, namespace: str, pattern: re.Pattern[str], mode: int, *, task_status: Any = trio.TASK_STATUS_IGNORED
     ) -> None:

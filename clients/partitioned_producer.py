@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .message_id import MessageId
@@ -56,6 +57,7 @@ class PartitionedProducer:
         self._single = random.randrange(partitions)
         self._scope = trio.CancelScope()
 
+    @enable_ki_protection  # starts client tasks: Ctrl-C must not land in start_soon (see async_client)
     async def _start(self) -> None:
         try:
             await self._add_partitions(self._n)
@@ -73,6 +75,7 @@ class PartitionedProducer:
             self._children.append(child)
         self._n = len(self._children)
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _watch_partitions(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Pick up partitions added to the topic (every ``partitions_update_interval_s``)."""
         with self._scope:

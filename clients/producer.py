@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.lowlevel import enable_ki_protection
 
 from . import errors
 from .connection_handler import ConnectionHandler
@@ -691,6 +692,7 @@ class Producer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Owned by the client's nursery: connect once (errors go to the creator), then serve."""
         with self._scope:
@@ -770,6 +772,7 @@ class Producer:
         if cnx.is_closed:
             self._on_disconnected(cnx)
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _batch_timer(self) -> None:
         """Flush an open batch ``batching_max_publish_delay_ms`` after it started; idle otherwise."""
         delay = max(0.001, self._config.batching_max_publish_delay_ms / 1000)
@@ -779,6 +782,7 @@ class Producer:
             await trio.sleep(delay)
             self._flush_batch()
 
+    @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _send_timeout_checker(self) -> None:
         timeout = self._config.send_timeout_millis / 1000
         while True:

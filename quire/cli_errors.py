@@ -1,7 +1,8 @@
 """What a person sees when a `quire` command fails: one line that says what to do, no traceback.
 
 ``run(cli)`` is the console entry point around the click group: usage errors stay click's
-(exit 2), Ctrl-C exits 130 without a traceback, a closed pipe (``quire read | head``) ends
+(exit 2), Ctrl-C exits 130 without a traceback (or ends ``consume -n 0`` / ``read --follow`` /
+``perf`` with their summary), even in a process that inherited SIGINT ignored, a closed pipe (``quire read | head``) ends
 quietly, and any other failure prints ``error: <one line>`` and exits 1. ``--debug`` (anywhere
 on the command line) or ``QUIRE_DEBUG=1`` prints the full traceback instead. trio wraps errors
 raised inside nurseries in exception groups; the line describes the innermost real cause.
@@ -12,9 +13,14 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import sys
 import traceback
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import click
+import trio
 
 from quire.config import exception_leaves
 
@@ -28,6 +34,7 @@ PORT_FLAGS = {
     ("bookie", "bookie_port"): "--port", ("bookie", "http_server_port"): "--http-port",
 }
 _command = ""  # the subcommand being run (set by run())
+T = TypeVar("T")
 
 
 def cause(exc: BaseException) -> BaseException:
@@ -143,8 +150,29 @@ def take_global_options(args: list[str], environ: dict[str, str] | os._Environ[s
         i += 1
 
 
+def listen_to_ctrl_c() -> None:
+    """Make SIGINT raise KeyboardInterrupt again if this process inherited it ignored.
+
+    A shell without job control (a script, ``cmd &`` in CI or a tool's shell) starts background
+    commands with SIGINT ignored, and Python then installs no handler; trio only turns SIGINT
+    into KeyboardInterrupt when Python's default handler is in place. So ``quire consume -n 0``
+    started that way ignored every SIGINT and never ended (its loop idle, its tasks waiting)."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def run_trio(main: Callable[[], Awaitable[T]]) -> T:
+    """``trio.run(main)`` for a client command: Ctrl-C raises KeyboardInterrupt in the main task
+    at its next wait, never inside another task or inside trio. Raised wherever code runs (trio's
+    default), it could land in ``nursery.start_soon`` between adding a child and scheduling it:
+    the child never ran and its nursery (a connection's, then the client's) waited for it forever,
+    so a Ctrl-C while ``quire consume`` connected hung it."""
+    return trio.run(main, restrict_keyboard_interrupt_to_checkpoints=True)
+
+
 def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = None) -> None:
     global _command
+    listen_to_ctrl_c()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
     take_global_options(args)
@@ -177,4 +205,5 @@ def run(group: click.Group, prog_name: str = "quire", argv: list[str] | None = N
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__: list[str] = ["run", "describe", "cause", "take_global_options", "GLOBAL_OPTIONS", "NOT_LISTENING"]
+__all__: list[str] = ["run", "run_trio", "describe", "cause", "listen_to_ctrl_c", "take_global_options",
+                      "GLOBAL_OPTIONS", "NOT_LISTENING"]

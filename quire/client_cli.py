@@ -18,7 +18,7 @@ from quire.admin_cli import admin
 from clients.async_client import AsyncClient
 from clients.message_id import MessageId
 from clients.options import ConsumerType, InitialPosition
-from quire.cli_errors import cause
+from quire.cli_errors import cause, run_trio
 from quire.cli_types import SubscriptionType
 from quire.perf import perf
 
@@ -84,7 +84,7 @@ def _run_interruptible(main: Callable[[], Awaitable[int]]) -> bool:
     ``read --follow`` (the caller prints its count and exits 0). Other errors propagate to the
     one-line error report of quire/cli_errors.py."""
     try:
-        trio.run(main)
+        run_trio(main)
     except BaseException as e:  # noqa: BLE001 - only an interrupt is swallowed
         if not isinstance(cause(e), KeyboardInterrupt):
             raise
@@ -155,7 +155,7 @@ def produce(topic: str, messages: tuple[str, ...], files: tuple[Path, ...], num_
             await producer.close()
             return sent
 
-    count = trio.run(main)
+    count = run_trio(main)
     click.echo(f"{count} messages successfully produced")
 
 

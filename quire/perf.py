@@ -27,7 +27,7 @@ import trio
 from clients import errors
 from clients.async_client import AsyncClient
 from clients.options import CompressionType, ConsumerType, InitialPosition
-from quire.cli_errors import cause
+from quire.cli_errors import cause, run_trio
 from quire.cli_types import SubscriptionType
 
 MAX_SAMPLES = 1_000_000
@@ -216,7 +216,7 @@ def produce_quire(url: str, opts: ProduceOptions, stats: PerfStats) -> None:
             await producer.flush()
             await producer.close()
 
-    trio.run(main)
+    run_trio(main)
 
 
 def _official_logger(pulsar: Any) -> Any:
@@ -298,7 +298,7 @@ def consume_quire(url: str, opts: ConsumeOptions, stats: PerfStats) -> None:
                 await consumer.acknowledge(msg)
             await consumer.close()
 
-    trio.run(main)
+    run_trio(main)
 
 
 def consume_official(url: str, opts: ConsumeOptions, stats: PerfStats) -> None:

@@ -1,12 +1,14 @@
 """Ctrl-C typed at a terminal (a pty: the terminal driver sends SIGINT to the foreground process
 group, as a person's Ctrl-C does) is a normal end: `consume -n 0`, `read --follow`, `perf` and
-`standalone` stop cleanly with exit 0 and print their summary."""
+`standalone` stop cleanly with exit 0 and print their summary, also when started with SIGINT
+ignored (as a background job of a script)."""
 
 from __future__ import annotations
 
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -18,12 +20,17 @@ from tests.fixtures.processes import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def ctrl_c_in_a_pty(args: list[str], ready: bytes | None, wait_s: float = 0.0, timeout: float = 60) -> tuple[int, str]:
+def ctrl_c_in_a_pty(args: list[str], ready: bytes | None, wait_s: float = 0.0, timeout: float = 60,
+                    sigint_ignored: bool = False) -> tuple[int, str]:
     """Run `quire ARGS` on a pty; once ``ready`` was printed (and ``wait_s`` passed) type Ctrl-C;
-    return the exit code and everything it printed."""
+    return the exit code and everything it printed. ``sigint_ignored``: start it with SIGINT
+    ignored, as a shell without job control (a script, a CI step) starts ``quire ... &``. A
+    child still running at ``timeout`` is killed and fails the test."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: its controlling terminal is the pty
         os.chdir(ROOT)
+        if sigint_ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # an ignored signal stays ignored across exec
         os.execv(sys.executable, [sys.executable, "-m", "quire", *args])
     out = b""
     sent = False
@@ -45,7 +52,16 @@ def ctrl_c_in_a_pty(args: list[str], ready: bytes | None, wait_s: float = 0.0, t
                 if not chunk:
                     break
                 out += chunk
-        _, status = os.waitpid(pid, 0)
+        while True:  # (the terminal closes a moment before the process ends)
+            ended, status = os.waitpid(pid, os.WNOHANG)
+            if ended or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if not ended:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"quire {' '.join(args)} still ran {timeout:.0f} s after its start (Ctrl-C typed: "
+                                 f"{sent}):\n{out.decode(errors='replace')}")
     finally:
         os.close(fd)
     assert sent, f"never saw {ready!r}:\n{out.decode(errors='replace')}"
@@ -65,6 +81,22 @@ def test_ctrl_c_ends_consume_read_and_perf_with_their_summary(standalone: Standa
                                 b"msg/s", wait_s=2)
     assert code == 0 and "Aggregated throughput stats" in out and '"mode": "produce"' in out, out
     assert "Traceback" not in out
+
+
+def test_ctrl_c_ends_client_commands_that_inherited_sigint_ignored(standalone: Standalone) -> None:
+    # Started with SIGINT ignored (`quire consume ... &` from a script), Python installs no SIGINT
+    # handler and trio then none either: Ctrl-C was ignored and `consume -n 0` ran on forever.
+    url = ["--url", standalone.url]
+    subprocess.run([sys.executable, "-m", "quire", "produce", "pty-ignored", "-m", "m", "-n", "3", *url], check=True,
+                   capture_output=True, cwd=ROOT, timeout=60)
+    runs = [(["consume", "pty-ignored", "-s", "pty-ignored-sub", "--earliest", "-n", "0", *url], b"content:m",
+             "messages successfully consumed (interrupted)"),
+            (["read", "pty-ignored", "--follow", *url], b"content:m", "messages read (interrupted)"),
+            (["perf", "produce", "pty-ignored-perf", "-t", "600", "-r", "100", "--no-progress", *url], b"msg/s",
+             "Aggregated throughput stats")]
+    for args, ready, summary in runs:
+        code, out = ctrl_c_in_a_pty(args, ready, wait_s=1, timeout=45, sigint_ignored=True)
+        assert code == 0 and summary in out and "Traceback" not in out, out
 
 
 def test_ctrl_c_stops_a_standalone_cleanly(tmp_path: Path) -> None:

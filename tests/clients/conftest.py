@@ -1,4 +1,5 @@
-"""Fixtures for client tests: one real ``quire standalone`` for the package, client factories."""
+"""Fixtures for client tests: one real ``quire standalone`` for the package, client factories, the
+scripted fake broker (``fake``)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import logging
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
+from tests.clients.fake_broker import FakeBroker
 from tests.fixtures.processes import QuireProcess, free_port
 
 
@@ -101,3 +104,11 @@ def official(broker: Broker) -> Iterator[Any]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+async def fake(nursery: trio.Nursery) -> AsyncIterator[FakeBroker]:
+    broker = FakeBroker()
+    await nursery.start(broker.run)
+    yield broker
+    broker.stop()

@@ -4,7 +4,6 @@ after a connection loss, chunk layout, batch metadata. Fast: no broker process."
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -16,14 +15,6 @@ from tests.clients.fake_broker import FakeBroker
 
 T = BaseCommand.Type
 TOPIC = "persistent://public/default/fake"
-
-
-@pytest.fixture
-async def fake(nursery: trio.Nursery) -> AsyncIterator[FakeBroker]:
-    broker = FakeBroker()
-    await nursery.start(broker.run)
-    yield broker
-    broker.stop()
 
 
 async def test_acks_are_grouped(fake: FakeBroker) -> None:
