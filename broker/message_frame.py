@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Sequence
 
-from broker.receipt_frame import _varint  # the protobuf varint (uint64, negatives as two's complement)
+from quire.varint import encode_varint as _varint
 
 _TWO_U32 = struct.Struct(">II")
 

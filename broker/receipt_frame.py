@@ -11,27 +11,10 @@ from __future__ import annotations
 
 import struct
 
+from quire.varint import ONE_BYTE as _ONE_BYTE
+from quire.varint import encode_varint as _varint
+
 _TWO_U32 = struct.Struct(">II")
-_U64 = (1 << 64) - 1
-_ONE_BYTE = tuple(bytes((i,)) for i in range(128))  # the varints of 0..127
-
-
-def _varint(n: int) -> bytes:
-    # Unrolled up to three bytes (ids and sequence ids below 2**21): a loop costs several
-    # times more, and this runs five times per receipt.
-    if 0 <= n < 0x80:
-        return _ONE_BYTE[n]
-    n &= _U64  # negative ids are sent as their uint64 (two's complement) value
-    if n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def send_receipt_frame(producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int) -> bytes:

@@ -6,6 +6,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from quire.varint import encode_varint as _varint  # also used by entries and scanned_rows
+
 META_DDL = ("__key STRING, __topic STRING, __messageId BINARY, __publishTime TIMESTAMP, "
             "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>")
 SCHEMA_DDL = "value BINARY, " + META_DDL
@@ -30,20 +32,3 @@ def message_id(partition: int, ledger_id: int, entry_id: int, batch_index: int, 
     mid.batch_size = batch_size
     mid.chunk_ids = chunk_ids
     return mid
-
-
-_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
-
-
-def _varint(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return _ONE_BYTE[n]
-    if 0 <= n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    n &= 0xFFFFFFFFFFFFFFFF  # negative int32/int64 values take ten bytes, as protobuf writes them
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)

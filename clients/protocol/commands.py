@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from quire.varint import encode_varint as varint  # the hand-encoded hot paths here and in ``batch``
+
 from . import pulsar_api_pb2 as pb
 from .pulsar_api_pb2 import BaseCommand, MessageIdData
 
@@ -162,23 +164,6 @@ def message_metadata(
         null_value=null_value,
     )
     return m
-
-
-def varint(value: int) -> bytes:
-    """A non-negative protobuf varint (the hand-encoded hot paths here and in ``batch``)."""
-    if value < 0x4000:  # payload sizes mostly fit in two bytes, sequence ids in three or four: no loop
-        return bytes((value,)) if value < 0x80 else bytes(((value & 0x7F) | 0x80, value >> 7))
-    if value < 0x10000000:
-        if value < 0x200000:
-            return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, ((value >> 14) & 0x7F) | 0x80,
-                      value >> 21))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def plain_message_metadata(producer_name: bytes, sequence_id: int, publish_time: int) -> bytes:

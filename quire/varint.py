@@ -1,0 +1,32 @@
+"""The protobuf varint encoder shared by every hand-encoded frame (bytes out, no protobuf import).
+
+Broker receipts and MESSAGE frames, the client's SEND and batch metadata, and the Spark
+connector's message ids all write protobuf fields by hand on their hot paths; they share this
+one encoder. Values are uint64: a negative int64 field is written as its two's complement
+(ten bytes), as protobuf writes it.
+"""
+
+from __future__ import annotations
+
+_U64 = (1 << 64) - 1
+ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))  # the varints of 0..127
+
+
+def encode_varint(n: int) -> bytes:
+    # Unrolled up to four bytes (ids, sizes and sequence ids below 2**28): a loop costs several
+    # times more, and a receipt alone needs five of these.
+    if 0 <= n < 0x80:
+        return ONE_BYTE[n]
+    n &= _U64
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, ((n >> 14) & 0x7F) | 0x80, n >> 21))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
