@@ -94,6 +94,21 @@ def _admin(node: Standalone, method: str, path: str, **kw) -> httpx.Response:
     return httpx.request(method, f"http://127.0.0.1:{node.web_port}/admin/v2/{path}", timeout=10, **kw)
 
 
+def _set_quota(node: Standalone, ns: str, kind: str, quota: dict, stored: dict) -> None:
+    """POST one backlog quota type of namespace ``ns``; the namespace's map then holds ``stored``."""
+    query = "" if kind == "destination_storage" else f"?backlogQuotaType={kind}"  # the default type goes without
+    r = _admin(node, "POST", f"namespaces/{ns}/backlogQuota{query}", json=quota)
+    assert r.status_code == 204, r.text
+    assert _admin(node, "GET", f"namespaces/{ns}/backlogQuotaMap").json() == {kind: stored}
+
+
+def _consuming_lifts_the_block(client: pulsar.Client, topic: str, n: int) -> None:
+    c = client.subscribe(topic, "slow")
+    for _ in range(n):
+        c.acknowledge(c.receive(timeout_millis=10_000))
+    _until("backlog consumed", lambda: _producer_refused(client, topic) is None, 10)
+
+
 @pytest.mark.parametrize("policy", ["producer_request_hold", "producer_exception", "consumer_backlog_eviction"])
 def test_backlog_quota_policies(node: Standalone, policy: str) -> None:
     ns = f"{NS}-{policy.replace('_', '-')}"
@@ -103,10 +118,8 @@ def test_backlog_quota_policies(node: Standalone, policy: str) -> None:
     try:
         _fill_backlog(client, topic, n=50, size=1000)
         producer = client.create_producer(topic, batching_enabled=False)  # before the quota
-        r = _admin(node, "POST", f"namespaces/{ns}/backlogQuota", json={"limitSize": 10_000, "policy": policy})
-        assert r.status_code == 204, r.text
-        assert _admin(node, "GET", f"namespaces/{ns}/backlogQuotaMap").json() == {
-            "destination_storage": {"limitSize": 10_000, "limitTime": -1, "policy": policy}}
+        _set_quota(node, ns, "destination_storage", {"limitSize": 10_000, "policy": policy},
+                   {"limitSize": 10_000, "limitTime": -1, "policy": policy})
         stats = f"persistent/{ns}/t/stats"
         if policy == "consumer_backlog_eviction":
             # the check skips the oldest entries until about 10 KB (10 entries) are left
@@ -119,11 +132,7 @@ def test_backlog_quota_policies(node: Standalone, policy: str) -> None:
             assert _producer_refused(client, topic) is expected
             # the periodic check disconnects the producer that was already there
             _until("producer disconnected", lambda: _admin(node, "GET", stats).json()["publishers"] == [], 10)
-            # consuming the backlog lifts the block
-            c = client.subscribe(topic, "slow")
-            for _ in range(50):
-                c.acknowledge(c.receive(timeout_millis=10_000))
-            _until("backlog consumed", lambda: _producer_refused(client, topic) is None, 10)
+            _consuming_lifts_the_block(client, topic, 50)
     finally:
         client.close()
 
@@ -136,11 +145,8 @@ def test_message_age_backlog_quota(node: Standalone, policy: str) -> None:
     topic = f"persistent://{ns}/t"
     client = _client(node.port)
     try:
-        quota = {"limitTime": 3, "policy": policy}
-        r = _admin(node, "POST", f"namespaces/{ns}/backlogQuota?backlogQuotaType=message_age", json=quota)
-        assert r.status_code == 204, r.text
-        assert _admin(node, "GET", f"namespaces/{ns}/backlogQuotaMap").json() == {
-            "message_age": {"limitSize": -1, "limitTime": 3, "policy": policy}}
+        _set_quota(node, ns, "message_age", {"limitTime": 3, "policy": policy},
+                   {"limitSize": -1, "limitTime": 3, "policy": policy})
         _fill_backlog(client, topic, n=20, size=100)
         # young messages: under the quota, a producer is accepted and nothing is skipped
         assert _producer_refused(client, topic) is None
@@ -158,10 +164,7 @@ def test_message_age_backlog_quota(node: Standalone, policy: str) -> None:
         else:
             _until("producer disconnected", lambda: _admin(node, "GET", stats).json()["publishers"] == [], 10)
             assert _producer_refused(client, topic) is pulsar.ProducerBlockedQuotaExceededException
-            c = client.subscribe(topic, "slow")
-            for _ in range(20):
-                c.acknowledge(c.receive(timeout_millis=10_000))
-            _until("backlog consumed", lambda: _producer_refused(client, topic) is None, 10)
+            _consuming_lifts_the_block(client, topic, 20)
     finally:
         client.close()
 
