@@ -90,6 +90,11 @@ class EntryLogger:
         with self._id_lock:
             return set(self._unindexed)
 
+    def busy_ids(self) -> set[int]:
+        """Logs GC and compaction must leave alone: the unindexed ones and the current one."""
+        with self._id_lock:
+            return self._unindexed | {self.log_id}
+
     def mark_indexed(self) -> None:
         """The checkpoint indexed everything written so far: only the current log stays busy."""
         with self._id_lock:

@@ -265,7 +265,7 @@ class GarbageCollector:
         logger = d.entry_logger
         logger.close_retired_fds()
         on_disk = set(list_log_ids(d.current))
-        busy = logger.unindexed_ids() | {logger.log_id}  # after the listing: see EntryLogger
+        busy = logger.busy_ids()  # after the listing: see EntryLogger
         assert self._meta_map is not None
         for log_id in sorted(on_disk - busy - set(self.metas) - set(self.corrupt)):
             meta = self._extract(log_id)
@@ -313,7 +313,7 @@ class GarbageCollector:
         readable is left in it. The full index scan runs again only when the corrupt logs or the
         dead ledgers changed since the last one (index entries into a rotated log only go away,
         with their ledgers' tombstones)."""
-        busy = self.dir.entry_logger.unindexed_ids() | {self.dir.entry_logger.log_id}
+        busy = self.dir.entry_logger.busy_ids()
         candidates = {i for i in self.corrupt if i not in busy}
         key = (frozenset(candidates), len(dead))
         if not candidates or key == self._corrupt_checked:
@@ -417,7 +417,7 @@ class GarbageCollector:
         """Compact the logs under ``threshold`` usage, lowest first; returns how many."""
         cfg = self.config
         d = self.dir
-        busy = d.entry_logger.unindexed_ids() | {d.entry_logger.log_id}
+        busy = d.entry_logger.busy_ids()
         candidates = sorted(
             (m for i, m in self.metas.items() if i not in busy and i not in self.corrupt and m.total_size and m.usage < threshold),
             key=lambda m: m.usage,
