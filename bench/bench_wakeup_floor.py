@@ -1,7 +1,8 @@
 """The floor under a cluster hop's CPU: what one request/reply over loopback TCP costs a trio
 server process that does nothing else (wait readable, read, write the reply), as the bookie
 does per add and the broker per bookie reply, measured as the server's CPU per round trip
-(/proc/PID/stat, all threads) over N one-at-a-time round trips. Compare a bookie's CPU per add
+(/proc/PID/stat, all threads) over N one-at-a-time round trips, and the trio server's own split
+of it (thread CPU time): its handler step, epoll_wait, and trio's loop around them. Compare a bookie's CPU per add
 (bench/profile_cluster_add.py) with it: the difference is the add's own work.
 
     .venv/bin/python bench/bench_wakeup_floor.py [--n 5000] [--size 180] [--rate 500] [--server plain]
@@ -18,18 +19,39 @@ import time
 from pathlib import Path
 
 _SERVER = r"""
-import os, sys, trio
+import os, sys, time, trio
+from trio._core import _io_epoll
+tt = time.thread_time_ns
+in_epoll = [0]
+_get_events = _io_epoll.EpollIOManager.get_events
+def get_events(self, timeout):  # the time in epoll_wait, for the split
+    t = tt()
+    try:
+        return _get_events(self, timeout)
+    finally:
+        in_epoll[0] += tt() - t
+_io_epoll.EpollIOManager.get_events = get_events
 async def main():
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     print(listeners[0].socket.getsockname()[1], flush=True)
     async def handle(stream):
         fd = stream.socket.fileno()
+        n = handler = 0
+        start = tt()
         while True:
             await trio.lowlevel.wait_readable(fd)
+            t = tt()
             data = os.read(fd, 65536)
             if not data:
-                return
+                break
             os.write(fd, data[:24])
+            n += 1
+            if n == 200:  # warmed up: measure from here
+                start, handler, in_epoll[0] = tt(), 0, 0
+            elif n > 200:
+                handler += tt() - t
+        total, n = tt() - start, max(n - 200, 1)
+        print(f"{total / n / 1e3:.1f} {handler / n / 1e3:.1f} {in_epoll[0] / n / 1e3:.1f}", flush=True)
     await trio.serve_listeners(handle, listeners)
 trio.run(main)
 """
@@ -100,6 +122,10 @@ def main() -> None:
         print(f"{args.server} server CPU {cpu:.0f} µs per round trip (system {sys_cpu:.0f}) | round trip p50 {lat[len(lat) // 2] * 1e6:.0f} "
               f"p99 {lat[int(len(lat) * 0.99)] * 1e6:.0f} µs | load {os.getloadavg()[0]:.1f}")
         sock.close()
+        if args.server == "trio":  # the server's own split of its event-loop thread's CPU
+            total, handler, epoll = map(float, server.stdout.readline().split())
+            print(f"  trio thread CPU per round trip {total:.0f} µs: handler step (read, write, its Python) "
+                  f"{handler:.0f}, epoll_wait {epoll:.0f}, trio's loop and wait_readable {total - handler - epoll:.0f}")
     finally:
         server.kill()
         server.wait()
