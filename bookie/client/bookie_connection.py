@@ -267,33 +267,40 @@ class BookieConnection:
     async def _timeouts(self, _stream: trio.SocketStream) -> None:
         interval = self._config.timeout_monitor_interval_ms / 1000
         while True:
-            # No request can expire before the oldest outstanding one was sent plus the
-            # shortest timeout (a later one was sent later, every timeout is at least that
-            # long): sleep until then, but at least ``interval``. An idle connection, or one
-            # whose adds are answered in time, wakes once per timeout instead of 10 times a
-            # second (every wake-up of the five processes of a cluster on two cores is
-            # scheduling delay for someone's add); expiry is as precise as before.
-            now = _now()
-            first = next(iter(self._pending.values()), None)
-            wake = (first[2] if first is not None else now) + self._min_timeout
-            with trio.CancelScope() as self._monitor_sleep:
-                await trio.sleep(max(wake - now, interval))
-            self._monitor_sleep = None
             self.timeout_scans += 1
             now = _now()
+            shortest = self._min_timeout
             # Requests sit in send order (dict insertion order). Once one was sent less than the
             # shortest timeout ago, no later one can have expired: stop there instead of
-            # scanning every outstanding add.
-            recent = now - self._min_timeout
+            # scanning every outstanding add. What the scan saw also says when the next one
+            # can expire at the earliest: an older request's own deadline, else the send of the
+            # first recent one (or, with none, a send from now on) plus the shortest timeout.
+            recent = now - shortest
             expired = []
+            due = float("inf")
             for rid, p in self._pending.items():
                 if p[1] <= now:
                     expired.append(rid)
                 elif p[2] > recent:
+                    due = min(due, p[2] + shortest)
                     break
+                elif p[1] < due:
+                    due = p[1]
+            else:
+                due = min(due, now + shortest)
             for rid in expired:
                 if rid in self._pending:  # a completion callback may have dropped it meanwhile
                     self._complete(self._pending.pop(rid)[0], CLIENT_TIMEOUT, None)
+            if self._min_timeout < shortest:  # a callback sent a request with a shorter timeout
+                due = now
+            # Asleep until then, but at least ``interval``: an idle connection, or one whose
+            # adds are answered in time, wakes once per timeout instead of 10 times a second
+            # (every wake-up of the five processes of a cluster on two cores is scheduling
+            # delay for someone's add); expiry is as precise as before. A request sent with a
+            # shorter timeout than any before cuts the sleep short (_shorter_timeout).
+            with trio.CancelScope() as self._monitor_sleep:
+                await trio.sleep(max(due - _now(), interval))
+            self._monitor_sleep = None
 
 
 class BookieConnectionPool:

@@ -59,3 +59,22 @@ async def test_shorter_timeout_sent_while_the_monitor_sleeps_still_expires(nurse
         assert conn.outstanding == 1
     finally:
         conn.close()
+
+
+async def test_a_long_timeout_outstanding_does_not_make_it_wake_every_interval(nursery):
+    fb = FakeBookie()
+    await fb.start(nursery)
+    conn = BookieConnection(fb.bookie_id, nursery, fast_config(timeout_monitor_interval_ms=20))
+    try:
+        await _answered(conn, timeout_s=0.2)  # the shortest timeout seen: 0.2 s
+        fb.faults.drop_all = True
+        conn.send(Request(Op.READ_LAC, 0, ledger_id=1), lambda s, _r: None, 30.0)  # a long poll, say
+        await trio.sleep(0.3)  # older than the shortest timeout now, far from its own deadline
+        scans, t0 = conn.timeout_scans, trio.current_time()
+        await trio.sleep(0.5)
+        elapsed = trio.current_time() - t0
+        # its own deadline is 30 s away: nothing to look at meanwhile (every 20 ms, ~25 scans)
+        assert conn.timeout_scans - scans <= elapsed / 0.2 + 2
+        assert conn.outstanding == 1
+    finally:
+        conn.close()
