@@ -218,7 +218,12 @@ class BrokerService:
 
         async def check() -> None:
             while True:
-                await trio.sleep(interval / 2)
+                # Asleep until the session would turn stale unless a ping answers meanwhile
+                # (then back to sleep): ~one wake-up per session timeout instead of one per
+                # half ping interval, with the loss noticed as early as before (at least
+                # interval / 2 apart while it stays lost).
+                stale_at = self._session_ok_at + timeout
+                await trio.sleep(max(stale_at - trio.current_time(), interval / 2))
                 if not self._session_given_up and not self.session_fresh():
                     log.warning("no answer from the metadata store for %.1f s (session timeout): "
                                 "giving up every bundle", trio.current_time() - self._session_ok_at)

@@ -20,7 +20,8 @@ class ClientConfig:
     # Per-request timeouts (BookKeeper addEntryTimeoutSec / readEntryTimeoutSec, both 5 s).
     add_entry_timeout_s: float = 5.0
     read_timeout_s: float = 5.0
-    # How often the per-connection timeout monitor scans outstanding requests.
+    # The per-connection timeout monitor's precision: it looks for expired requests at most this
+    # often, and only when one can have expired (not while every deadline is further away).
     timeout_monitor_interval_ms: int = 100
     # Speculative reads: ask the next replica after this long without any answer (x2 backoff).
     first_speculative_read_timeout_ms: int = 2000
