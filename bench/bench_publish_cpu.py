@@ -137,15 +137,15 @@ def paired_round(repos: list[Path], kinds: list[str], n: int, size: int, block: 
                 for _ in range(200):
                     producer.send(payload)  # warm-up: topic loaded, ledger open
                 conns.append((client, producer))
-            acc = [{"user": 0.0, "system": 0.0, "vol": 0, "invol": 0, "lat": []} for _ in repos]
+            totals = [[0.0, 0.0, 0, 0] for _ in repos]  # user, system, sleeps, preemptions
+            lats: list[list[float]] = [[] for _ in repos]
             for start in range(0, n, block):
                 for i, (proc, _port) in enumerate(procs):
-                    r = one_at_a_time(conns[i][1].send, payload, min(block, n - start), proc.pid, acc[i]["lat"])
-                    for k, v in zip(("user", "system", "vol", "invol"), r):
-                        acc[i][k] += v
+                    r = one_at_a_time(conns[i][1].send, payload, min(block, n - start), proc.pid, lats[i])
+                    totals[i] = [t + v for t, v in zip(totals[i], r)]
             for i, repo in enumerate(repos):
-                a = acc[i]
-                out[f"{repo.name}/{kind}"] = summarize(n, a["user"], a["system"], a["vol"], a["invol"], a["lat"])
+                user, system, vol, invol = totals[i]
+                out[f"{repo.name}/{kind}"] = summarize(n, user, system, int(vol), int(invol), lats[i])
             for client, producer in conns:
                 producer.close()
                 client.close()
