@@ -234,7 +234,8 @@ class ServerConnection:
                 return True
             self._reads += 1
             # One whole plain SEND in this read (a producer sending one at a time): decoded
-            # by hand, without the general decoder (broker/lone_send.py).
+            # by hand, without the general decoder; its frame's command is a placeholder, the
+            # fields are lone[0] (broker/lone_send.py).
             lone = None
             if not self.decoder.buffered and self.connected:
                 lone = decode_lone_send(data, self.decoder.max_frame_size)
@@ -265,7 +266,7 @@ class ServerConnection:
                     except _STREAM_ERRORS:
                         raise
                     except Exception as exc:
-                        keep = self._command_failed(frame.command, exc)
+                        keep = self._command_failed(frame.command if lone is None else lone[0].command(), exc)
                     if not keep:
                         return False
             finally:

@@ -2,8 +2,9 @@
 
 A producer that sends one message at a time makes every read of its connection one whole
 SEND frame. The general path (``FrameDecoder.feed``) keeps a buffer, slices views per frame and
-reads the CommandSend's fields through protobuf wrappers: measured inside the standalone that
-decode took 10.5 µs of CPU per message, 7.0 with this one (bench/results/publish_cpu17b.md).
+builds a BaseCommand and reads the CommandSend's fields through protobuf wrappers: timed inside
+the standalone that step took 10.5-11.2 µs of CPU per message, 7.7-7.9 with this one
+(bench/results/publish_cpu17b.md).
 
 :func:`decode_lone_send` accepts only the common shape: ``[total][cmdSize]`` covering the whole
 read, a BaseCommand that is exactly ``type = SEND`` followed by ``send`` (in that order), a
@@ -12,8 +13,8 @@ and ``highest_sequence_id``, every varint in its canonical range, and a payload 
 Anything else (a transaction id, a chunk or marker flag, fields in another order, a second or
 partial frame, an oversized frame) returns None and takes the general path, which gives every
 error its usual answer. The payload part is checked by the same code as the general path's
-(``frames.payload_frame``: checksum, metadata size), and the frame carries a real
-``BaseCommand`` (parsed from the same bytes) for anything that looks at it later.
+(``frames.payload_frame``: checksum, metadata size). The frame's ``command`` is a shared
+SEND placeholder (see ``LONE_SEND_COMMAND``): its fields are the ``LoneSend``'s.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from typing import Protocol
-
-from google.protobuf.message import DecodeError
 
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -51,14 +50,29 @@ class SendFields(Protocol):
     def highest_sequence_id(self) -> int: ...
 
 
+# The ``command`` of every frame decode_lone_send returns: no BaseCommand is built per message
+# (inside the standalone that cost ~3 µs of CPU, a cold upb parse and its wrappers). Its ``send``
+# is empty: the fields are the LoneSend's, and ``LoneSend.command()`` parses the real one (for an
+# error's answer). Never modified.
+LONE_SEND_COMMAND = pb.BaseCommand(type=pb.BaseCommand.SEND)
+
+
 @dataclass(slots=True)
 class LoneSend:
-    """The CommandSend fields of a hand-decoded SEND (absent ones at their protobuf defaults)."""
+    """The CommandSend fields of a hand-decoded SEND (absent ones at their protobuf defaults)
+    and the BaseCommand's bytes."""
 
     producer_id: int
     sequence_id: int
     num_messages: int
     highest_sequence_id: int
+    raw_command: memoryview
+
+    def command(self) -> pb.BaseCommand:
+        """The SEND's real BaseCommand (parsed now: only an error's answer needs it)."""
+        command = pb.BaseCommand()
+        command.ParseFromString(self.raw_command)
+        return command
 
 
 def decode_lone_send(data: bytes | bytearray, max_frame_size: int) -> tuple[LoneSend, frames.Frame] | None:
@@ -106,10 +120,8 @@ def decode_lone_send(data: bytes | bytearray, max_frame_size: int) -> tuple[Lone
     if pos != end or pid < 0 or seq < 0:
         return None
     view = memoryview(data)
-    command = pb.BaseCommand()
     try:
-        command.ParseFromString(view[8:end])
-        frame = frames.payload_frame(command, view[end:])
-    except (ProtocolError, DecodeError):  # a bad payload part: the general path answers it
+        frame = frames.payload_frame(LONE_SEND_COMMAND, view[end:])
+    except ProtocolError:  # a bad payload part: the general path answers it
         return None
-    return LoneSend(pid, seq, num, highest), frame
+    return LoneSend(pid, seq, num, highest, view[8:end]), frame

@@ -1,14 +1,24 @@
 """broker/lone_send.py: a read holding one plain SEND frame decodes by hand to exactly what the
-general decoder gives, and every other shape is left to the general decoder (None)."""
+general decoder gives, every other shape is left to the general decoder (None), and through a
+broker connection such SENDs are stored and answered as before."""
 
 from __future__ import annotations
 
+import logging
 import random
 
-from broker.lone_send import decode_lone_send
+import pytest
+import trio
+
+from broker import connection as connection_module
+from broker.lone_send import LONE_SEND_COMMAND, decode_lone_send
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
+from tests.broker.conftest import start_broker
+from tests.broker.test_error_boundary import TrioRawConnection
+
+T = pb.BaseCommand
 
 MAX = frames.DEFAULT_MAX_FRAME_SIZE
 
@@ -27,7 +37,8 @@ def _assert_same_as_general(data: bytes) -> None:
     send = general.command.send
     assert (fields.producer_id, fields.sequence_id, fields.num_messages, fields.highest_sequence_id) == (
         send.producer_id, send.sequence_id, send.num_messages, send.highest_sequence_id)
-    assert frame.command == general.command
+    assert fields.command() == general.command  # parsed from the same bytes, for an error's answer
+    assert frame.command is LONE_SEND_COMMAND and frame.command.type == pb.BaseCommand.SEND
     assert frame.checksum_ok == general.checksum_ok
     assert bytes(frame.entry or b"") == bytes(general.entry or b"")
     assert bytes(frame.metadata_and_payload or b"") == bytes(general.metadata_and_payload or b"")
@@ -55,6 +66,12 @@ def test_a_corrupted_payload_is_reported_as_by_the_general_decoder() -> None:
     _assert_same_as_general(bytes(data))
 
 
+def test_the_shared_placeholder_command_stays_untouched() -> None:
+    for seq in range(3):
+        decode_lone_send(_send_frame(pb.CommandSend(producer_id=9, sequence_id=seq, highest_sequence_id=seq)), MAX)
+    assert LONE_SEND_COMMAND == pb.BaseCommand(type=pb.BaseCommand.SEND)
+
+
 def test_every_other_shape_is_left_to_the_general_decoder() -> None:
     plain = _send_frame(pb.CommandSend(producer_id=1, sequence_id=2))
     others = [
@@ -78,3 +95,39 @@ def test_every_other_shape_is_left_to_the_general_decoder() -> None:
         assert decode_lone_send(data, MAX) is None, data[:24].hex()
     assert decode_lone_send(plain, len(plain) - 5) is None  # over the frame size limit
     assert decode_lone_send(plain, MAX) is not None
+
+
+async def test_sends_one_per_read_are_stored_and_answered_in_order(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Through a real broker connection: SENDs written one per read take the lone path and get
+    their receipts (highest_sequence_id included); a bug while handling one is the general
+    path's: logged as a SEND, and the connection is closed."""
+    broker = await start_broker(nursery)
+    conn = await TrioRawConnection.open(broker.port)
+    await conn.send(C.producer("persistent://public/default/lone", 1, 1))
+    await conn.wait_for(T.PRODUCER_SUCCESS)
+    decoded: list[object] = []
+
+    def recording(data: bytes, limit: int) -> object:
+        decoded.append(decode_lone_send(data, limit))
+        return decoded[-1]
+
+    monkeypatch.setattr(connection_module, "decode_lone_send", recording)
+    for seq in range(3):
+        await conn.stream.send_all(_send_frame(pb.CommandSend(producer_id=1, sequence_id=seq, highest_sequence_id=seq + 10)))
+        receipt = (await conn.wait_for(T.SEND_RECEIPT)).command.send_receipt
+        assert (receipt.producer_id, receipt.sequence_id, receipt.highest_sequence_id) == (1, seq, seq + 10)
+        assert receipt.message_id.entryId == seq
+    assert len(decoded) == 3 and all(d is not None for d in decoded)  # all three took the lone path
+
+    def bug(frame: frames.Frame) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(connection_module, "check_message", bug)
+    with caplog.at_level(logging.ERROR, logger="broker.connection"):
+        await conn.stream.send_all(_send_frame(pb.CommandSend(producer_id=1, sequence_id=3)))
+        with trio.fail_after(10):
+            while await conn.stream.receive_some(65536):
+                pass  # closed by the broker
+    bugs = [r for r in caplog.records if r.exc_info and r.exc_info[0] is ZeroDivisionError]
+    assert len(bugs) == 1 and bugs[0].getMessage().startswith("SEND (request None)")
