@@ -7,7 +7,8 @@ of the standalone process (utime + stime of all its threads, /proc/PID/stat) ove
 divided by N: CPU time is robust to a shared machine, wall time is not. Checkouts run in
 interleaved rounds (A B A B ...) so both see the same load; per-round figures and their
 medians are printed and written as JSON. Latency p50/p99 of the same sends are recorded too
-(wall time: only comparable within a round).
+(wall time: only comparable within a round), and the standalone's context switches per
+message: sleeps (voluntary: epoll_wait, a durable write's I/O waits) and preemptions.
 
     .venv/bin/python bench/bench_publish_cpu.py [--repo DIR ...] [--messages 20000] [--rounds 3] [--disk]
         [--paired 1000]  # all checkouts' standalones at once, blocks of 1000 sends alternating
@@ -40,26 +41,52 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tck, int(fields[12]) / tck
 
 
+def context_switches(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of a process, summed over its threads: a
+    voluntary one is a sleep (epoll_wait, a durable write's I/O wait), an involuntary one a
+    preemption (on this 2-core machine mostly by the client the receipt just woke)."""
+    vol = invol = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        vol += int(status.split("\nvoluntary_ctxt_switches:", 1)[1].split(None, 1)[0])
+        invol += int(status.split("\nnonvoluntary_ctxt_switches:", 1)[1].split(None, 1)[0])
+    return vol, invol
+
+
 def start_standalone(repo: Path, root: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
     return bench_e2e.start_standalone(root, repo, env or {})
 
 
-def one_at_a_time(send: Callable[[bytes], Any], payload: bytes, n: int, pid: int, lat: list[float]) -> tuple[float, float]:
+def one_at_a_time(send: Callable[[bytes], Any], payload: bytes, n: int, pid: int,
+                  lat: list[float]) -> tuple[float, float, int, int]:
     """``n`` sends, each after the previous one's receipt; their latencies are appended to
-    ``lat``; returns the standalone's (user, system) CPU seconds over them."""
+    ``lat``; returns the standalone's (user, system) CPU seconds and its (voluntary,
+    involuntary) context switches over them."""
+    cs0 = context_switches(pid)
     cpu0 = cpu_seconds(pid)
     for _ in range(n):
         t0 = time.perf_counter()
         send(payload)
         lat.append(time.perf_counter() - t0)
     cpu1 = cpu_seconds(pid)
-    return cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    cs1 = context_switches(pid)
+    return cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], cs1[0] - cs0[0], cs1[1] - cs0[1]
 
 
-def summarize(n: int, user: float, system: float, lat: list[float]) -> dict:
+def summarize(n: int, user: float, system: float, vol: int, invol: int, lat: list[float]) -> dict:
     lat.sort()
     return {"server_cpu_us_per_msg": (user + system) / n * 1e6, "server_user_us_per_msg": user / n * 1e6,
-            "server_system_us_per_msg": system / n * 1e6, "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
+            "server_system_us_per_msg": system / n * 1e6, "server_sleeps_per_msg": vol / n,
+            "server_preemptions_per_msg": invol / n, "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
+
+
+def describe(r: dict) -> str:
+    return (f"server CPU {r['server_cpu_us_per_msg']:.1f} us/msg (user {r['server_user_us_per_msg']:.1f} "
+            f"system {r['server_system_us_per_msg']:.1f}), {r['server_sleeps_per_msg']:.2f} sleeps "
+            f"{r['server_preemptions_per_msg']:.2f} preemptions/msg, p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us")
 
 
 def run_client(kind: str, port: int, pid: int, n: int, size: int) -> dict:
@@ -110,18 +137,15 @@ def paired_round(repos: list[Path], kinds: list[str], n: int, size: int, block: 
                 for _ in range(200):
                     producer.send(payload)  # warm-up: topic loaded, ledger open
                 conns.append((client, producer))
-            acc = [{"user": 0.0, "system": 0.0, "lat": []} for _ in repos]
+            totals = [[0.0, 0.0, 0, 0] for _ in repos]  # user, system, sleeps, preemptions
+            lats: list[list[float]] = [[] for _ in repos]
             for start in range(0, n, block):
                 for i, (proc, _port) in enumerate(procs):
-                    r = one_at_a_time(conns[i][1].send, payload, min(block, n - start), proc.pid, acc[i]["lat"])
-                    acc[i]["user"] += r[0]
-                    acc[i]["system"] += r[1]
+                    r = one_at_a_time(conns[i][1].send, payload, min(block, n - start), proc.pid, lats[i])
+                    totals[i] = [t + v for t, v in zip(totals[i], r)]
             for i, repo in enumerate(repos):
-                lat = sorted(acc[i]["lat"])
-                out[f"{repo.name}/{kind}"] = {
-                    "server_cpu_us_per_msg": (acc[i]["user"] + acc[i]["system"]) / n * 1e6,
-                    "server_user_us_per_msg": acc[i]["user"] / n * 1e6, "server_system_us_per_msg": acc[i]["system"] / n * 1e6,
-                    "p50_us": lat[n // 2] * 1e6, "p99_us": lat[int(n * 0.99)] * 1e6}
+                user, system, vol, invol = totals[i]
+                out[f"{repo.name}/{kind}"] = summarize(n, user, system, int(vol), int(invol), lats[i])
             for client, producer in conns:
                 producer.close()
                 client.close()
@@ -158,9 +182,7 @@ def main() -> None:
         if args.paired:
             for key, r in paired_round(repos, kinds, args.messages, args.size, args.paired, base).items():
                 rows.setdefault(key, []).append(r)
-                print(f"round {rnd} {key}: server CPU {r['server_cpu_us_per_msg']:.1f} us/msg "
-                      f"(user {r['server_user_us_per_msg']:.1f} system {r['server_system_us_per_msg']:.1f}) "
-                      f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us", flush=True)
+                print(f"round {rnd} {key}: {describe(r)}", flush=True)
             continue
         for repo in repos:
             root = Path(tempfile.mkdtemp(prefix="bench-cpu-", dir=base))
@@ -185,9 +207,7 @@ def main() -> None:
                     r = run_client(kind, port, proc.pid, args.messages, args.size)
                     key = f"{repo.name}/{kind}"
                     rows.setdefault(key, []).append(r)
-                    print(f"round {rnd} {key}: server CPU {r['server_cpu_us_per_msg']:.1f} us/msg "
-                          f"(user {r['server_user_us_per_msg']:.1f} system {r['server_system_us_per_msg']:.1f}) "
-                          f"p50 {r['p50_us']:.0f} us p99 {r['p99_us']:.0f} us", flush=True)
+                    print(f"round {rnd} {key}: {describe(r)}", flush=True)
             finally:
                 if tracer is not None:
                     tracer.send_signal(signal.SIGINT)
@@ -197,9 +217,7 @@ def main() -> None:
                 shutil.rmtree(root, ignore_errors=True)
     summary = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]} for key, rs in rows.items()}
     for key, s in summary.items():
-        print(f"median {key}: server CPU {s['server_cpu_us_per_msg']:.1f} us/msg "
-              f"(user {s['server_user_us_per_msg']:.1f} system {s['server_system_us_per_msg']:.1f}) p50 {s['p50_us']:.0f} us "
-              f"p99 {s['p99_us']:.0f} us")
+        print(f"median {key}: {describe(s)}")
     Path(args.out).write_text(json.dumps({"messages": args.messages, "size": args.size, "disk": args.disk,
                                           "load": os.getloadavg(), "rounds": rows, "median": summary}, indent=1))
 

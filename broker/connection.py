@@ -35,6 +35,7 @@ import trio
 from broker.authorization import COMMAND_ACCESS, Access, command_scope
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
+from broker.lone_send import SendFields, decode_lone_send
 from broker.message_frame import message_frames
 from broker.names import NamespaceName, TopicName
 from broker.producer import Producer, check_message
@@ -232,8 +233,14 @@ class ServerConnection:
             if not data:
                 return True
             self._reads += 1
+            # One whole plain SEND in this read (a producer sending one at a time): decoded
+            # by hand, without the general decoder; its frame's command is a placeholder, the
+            # fields are lone[0] (broker/lone_send.py).
+            lone = None
+            if not self.decoder.buffered and self.connected:
+                lone = decode_lone_send(data, self.decoder.max_frame_size)
             try:
-                decoded = self.decoder.feed(data)
+                decoded = [lone[1]] if lone is not None else self.decoder.feed(data)
             except ProtocolError as exc:
                 log.info("closing connection %s: %s", self.address, exc)
                 await self._answer_http(data)
@@ -249,16 +256,17 @@ class ServerConnection:
                             input_batch.begin()
                             # Handled in this task step, no coroutine per SEND (only one that
                             # must wait for room goes through _on_send).
-                            keep = self._send_now(cmd.send, frame)
+                            send: SendFields = cmd.send if lone is None else lone[0]
+                            keep = self._send_now(send, frame)
                             if keep is None:
-                                keep = await self._on_send(cmd.send, frame)
+                                keep = await self._on_send(send, frame)
                         else:
                             input_batch.end()
                             keep = await self._handle(frame)
                     except _STREAM_ERRORS:
                         raise
                     except Exception as exc:
-                        keep = self._command_failed(frame.command, exc)
+                        keep = self._command_failed(frame.command if lone is None else lone[0].command(), exc)
                     if not keep:
                         return False
             finally:
@@ -606,7 +614,7 @@ class ServerConnection:
         finally:
             self._creating_producers.discard(pid)
 
-    async def _on_send(self, c: pb.CommandSend, frame: frames.Frame) -> bool:
+    async def _on_send(self, c: SendFields, frame: frames.Frame) -> bool:
         """Persist one SEND (receipts in order), waiting for room first (at most
         max_pending_publish_requests_per_connection in flight); False = close the connection."""
         limit = self.config.max_pending_publish_requests_per_connection
@@ -622,7 +630,7 @@ class ServerConnection:
         assert keep is not None  # room was made above, nothing awaited since
         return keep
 
-    def _send_now(self, c: pb.CommandSend, frame: frames.Frame) -> bool | None:
+    def _send_now(self, c: SendFields, frame: frames.Frame) -> bool | None:
         """Persist one SEND without awaiting (receipts in order); False = close the connection,
         None = no room now (nothing done: the caller awaits ``_on_send``)."""
         if self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
@@ -640,7 +648,7 @@ class ServerConnection:
             self.write(C.send_error(pid, c.sequence_id, pb.ServerError.NotAllowedError,
                                     f"Producer {pid} is not open on this connection"))
             return False
-        highest = c.highest_sequence_id if c.HasField("highest_sequence_id") else 0
+        highest = c.highest_sequence_id  # 0 when absent (its default)
         if frame.checksum_ok is False:
             slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
             producer.complete(slot, -1, -1, ChecksumError("Checksum failed on the broker"))

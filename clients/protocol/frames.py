@@ -202,6 +202,12 @@ def decode_frame(frame: Buffer) -> Frame:
     rest = view[4 + cmd_size :]
     if not rest:
         return Frame(command)
+    return payload_frame(command, rest)
+
+
+def payload_frame(command: BaseCommand, rest: memoryview) -> Frame:
+    """The frame of ``command`` and ``rest``, the (non-empty) bytes after the command:
+    ``[magic + crc][metaSize][metadata][payload]``, checked as :func:`decode_frame` checks them."""
     entry, crc, section, broker_meta = _open_entry(rest)
     _meta_size(section)  # validates the metadata size field now, not at first use
     checksum_ok = None if crc is None else crc32c(section) == crc

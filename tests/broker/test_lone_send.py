@@ -1,0 +1,133 @@
+"""broker/lone_send.py: a read holding one plain SEND frame decodes by hand to exactly what the
+general decoder gives, every other shape is left to the general decoder (None), and through a
+broker connection such SENDs are stored and answered as before."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+import trio
+
+from broker import connection as connection_module
+from broker.lone_send import LONE_SEND_COMMAND, decode_lone_send
+from clients.protocol import commands as C
+from clients.protocol import frames
+from clients.protocol import pulsar_api_pb2 as pb
+from tests.broker.conftest import start_broker
+from tests.broker.test_error_boundary import TrioRawConnection
+
+T = pb.BaseCommand
+
+MAX = frames.DEFAULT_MAX_FRAME_SIZE
+
+
+def _send_frame(send: pb.CommandSend, payload: bytes = b"payload", *, checksum: bool = True) -> bytes:
+    meta = C.message_metadata("producer-1", send.sequence_id, 1_700_000_000_000)
+    cmd = pb.BaseCommand(type=pb.BaseCommand.SEND, send=send)
+    return frames.encode_payload_command(cmd, meta, payload, checksum=checksum)
+
+
+def _assert_same_as_general(data: bytes) -> None:
+    lone = decode_lone_send(data, MAX)
+    assert lone is not None
+    fields, frame = lone
+    (general,) = frames.FrameDecoder().feed(data)
+    send = general.command.send
+    assert (fields.producer_id, fields.sequence_id, fields.num_messages, fields.highest_sequence_id) == (
+        send.producer_id, send.sequence_id, send.num_messages, send.highest_sequence_id)
+    assert fields.command() == general.command  # parsed from the same bytes, for an error's answer
+    assert frame.command is LONE_SEND_COMMAND and frame.command.type == pb.BaseCommand.SEND
+    assert frame.checksum_ok == general.checksum_ok
+    assert bytes(frame.entry or b"") == bytes(general.entry or b"")
+    assert bytes(frame.metadata_and_payload or b"") == bytes(general.metadata_and_payload or b"")
+    assert frame.stored_entry() == general.stored_entry()
+
+
+def test_plain_sends_decode_as_the_general_decoder_does() -> None:
+    rng = random.Random(17)
+    for _ in range(300):
+        send = pb.CommandSend(producer_id=rng.choice([0, 1, 127, 128, 2**32, 2**64 - 1]),
+                              sequence_id=rng.choice([0, 5, 300, 2**35, 2**64 - 1]))
+        if rng.random() < 0.5:
+            send.num_messages = rng.choice([1, 2, 127, 1000, 2**31 - 1])
+        if rng.random() < 0.5:
+            send.highest_sequence_id = rng.choice([0, 9, 2**40])
+        _assert_same_as_general(_send_frame(send, rng.randbytes(rng.choice([0, 1, 100, 5000])),
+                                            checksum=rng.random() < 0.8))
+
+
+def test_a_corrupted_payload_is_reported_as_by_the_general_decoder() -> None:
+    data = bytearray(_send_frame(pb.CommandSend(producer_id=1, sequence_id=2)))
+    data[-1] ^= 0xFF  # the payload no longer matches its CRC32C
+    lone = decode_lone_send(bytes(data), MAX)
+    assert lone is not None and lone[1].checksum_ok is False
+    _assert_same_as_general(bytes(data))
+
+
+def test_the_shared_placeholder_command_stays_untouched() -> None:
+    for seq in range(3):
+        decode_lone_send(_send_frame(pb.CommandSend(producer_id=9, sequence_id=seq, highest_sequence_id=seq)), MAX)
+    assert LONE_SEND_COMMAND == pb.BaseCommand(type=pb.BaseCommand.SEND)
+
+
+def test_every_other_shape_is_left_to_the_general_decoder() -> None:
+    plain = _send_frame(pb.CommandSend(producer_id=1, sequence_id=2))
+    others = [
+        _send_frame(pb.CommandSend(producer_id=1, sequence_id=2, txnid_least_bits=3)),
+        _send_frame(pb.CommandSend(producer_id=1, sequence_id=2, is_chunk=True)),
+        _send_frame(pb.CommandSend(producer_id=1, sequence_id=2, marker=True)),
+        _send_frame(pb.CommandSend(producer_id=1, sequence_id=2, num_messages=-1)),  # a 10-byte int32
+        frames.encode_command(pb.BaseCommand(type=pb.BaseCommand.SEND,  # no payload at all
+                                             send=pb.CommandSend(producer_id=1, sequence_id=2))),
+        frames.encode_command(C.ping()),
+        plain + plain,  # two frames in one read
+        plain[:-1],  # a partial frame
+        plain[:10],
+        b"",
+    ]
+    # fields out of the usual order, and a required one missing: the general path decides
+    send = pb.CommandSend(producer_id=1, sequence_id=2).SerializeToString()
+    for body in (b"\x32" + bytes([len(send)]) + send + b"\x08\x06", b"\x08\x06\x32\x02\x08\x01"):
+        others.append(frames.frame_with_entry(body, frames.encode_entry(C.message_metadata("p", 0, 1), b"x")))
+    for data in others:
+        assert decode_lone_send(data, MAX) is None, data[:24].hex()
+    assert decode_lone_send(plain, len(plain) - 5) is None  # over the frame size limit
+    assert decode_lone_send(plain, MAX) is not None
+
+
+async def test_sends_one_per_read_are_stored_and_answered_in_order(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Through a real broker connection: SENDs written one per read take the lone path and get
+    their receipts (highest_sequence_id included); a bug while handling one is the general
+    path's: logged as a SEND, and the connection is closed."""
+    broker = await start_broker(nursery)
+    conn = await TrioRawConnection.open(broker.port)
+    await conn.send(C.producer("persistent://public/default/lone", 1, 1))
+    await conn.wait_for(T.PRODUCER_SUCCESS)
+    decoded: list[object] = []
+
+    def recording(data: bytes, limit: int) -> object:
+        decoded.append(decode_lone_send(data, limit))
+        return decoded[-1]
+
+    monkeypatch.setattr(connection_module, "decode_lone_send", recording)
+    for seq in range(3):
+        await conn.stream.send_all(_send_frame(pb.CommandSend(producer_id=1, sequence_id=seq, highest_sequence_id=seq + 10)))
+        receipt = (await conn.wait_for(T.SEND_RECEIPT)).command.send_receipt
+        assert (receipt.producer_id, receipt.sequence_id, receipt.highest_sequence_id) == (1, seq, seq + 10)
+        assert receipt.message_id.entryId == seq
+    assert len(decoded) == 3 and all(d is not None for d in decoded)  # all three took the lone path
+
+    def bug(frame: frames.Frame) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(connection_module, "check_message", bug)
+    with caplog.at_level(logging.ERROR, logger="broker.connection"):
+        await conn.stream.send_all(_send_frame(pb.CommandSend(producer_id=1, sequence_id=3)))
+        with trio.fail_after(10):
+            while await conn.stream.receive_some(65536):
+                pass  # closed by the broker
+    bugs = [r for r in caplog.records if r.exc_info and r.exc_info[0] is ZeroDivisionError]
+    assert len(bugs) == 1 and bugs[0].getMessage().startswith("SEND (request None)")
