@@ -105,12 +105,15 @@ def message_ids(prefix: bytes, n: int, keep: np.ndarray | None) -> tuple[np.ndar
 
 def _spans(buffer: pa.Buffer, starts: np.ndarray, sizes: np.ndarray) -> pa.Array:
     """A binary array of ``2n-1`` slices of ``buffer`` (no copy) whose even elements are
-    ``buffer[starts[i]:starts[i] + sizes[i]]`` (the odd ones are the gaps between them)."""
+    ``buffer[starts[i]:starts[i] + sizes[i]]`` (the odd ones are the gaps between them); 32-bit
+    offsets under 2 GiB, so what is taken from it is already Spark's ``binary`` (no cast pass)."""
     n = len(starts)
-    offsets = np.empty(2 * n, np.int64)
+    wide = buffer.size >= 1 << 31
+    offsets = np.empty(2 * n, np.int64 if wide else np.int32)
     offsets[0::2] = starts
     offsets[1::2] = starts + sizes
-    return pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(offsets), buffer])
+    return pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
+                                 [None, pa.py_buffer(offsets), buffer])
 
 
 @dataclass
@@ -193,7 +196,7 @@ class ScannedRun:
         buffer = pa.py_buffer(joined)
         pick_index = np.arange(0, 2 * n, 2, dtype=np.int64) if keep is None else 2 * keep
         pick = pa.array(pick_index)
-        values = _spans(buffer, rec.value_start, rec.value_size).take(pick).cast(pa.binary())
+        values = _spans(buffer, rec.value_start, rec.value_size).take(pick).cast(pa.binary())  # no-op under 2 GiB
         key_size = rec.key_size if keep is None else rec.key_size[keep]
         has_key = key_size > 0  # an empty key reads as none, as for a single message
         if has_key.all():
@@ -201,8 +204,8 @@ class ScannedRun:
         elif has_key.any():
             keys = _spans(buffer, rec.key_start, np.maximum(rec.key_size, 0)).take(pa.array(pick_index, mask=~has_key))
         else:
-            keys = pa.nulls(rows, pa.large_binary())
-        keys = keys.cast(pa.large_string()).cast(pa.string())  # checks UTF-8 as a str decode would
+            keys = pa.nulls(rows, pa.binary())
+        keys = keys.cast(pa.string())  # checks UTF-8 as a str decode would
         event = rec.event_time if keep is None else rec.event_time[keep]
         events = pa.array(event * 1000, TS, mask=event == 0) if event.any() else pa.nulls(rows, TS)
         publish = pa.array(np.repeat(np.array([e.publish_us for e in entries], np.int64), kept), TS)
