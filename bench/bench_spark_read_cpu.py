@@ -1,0 +1,124 @@
+"""CPU of the Spark connector's batch read without Spark: a base checkout vs this one, paired.
+
+One ``quire standalone`` (this checkout's server) is filled once with N 100-byte messages on 4
+partitions (batching producer); then rounds alternate a child process per checkout that plans the
+read (``PulsarBatchReader.partitions()``) and reads every input partition in-process, as Spark's
+tasks would (fetch and column-wise decode into Arrow record batches), ``--repeat`` times after
+one warm-up, in both read modes. Per read it records the child's CPU seconds (the task's thread
+and the fetcher's) and the standalone's (broker dispatch or bookie reads), from /proc. Less noisy
+than timing Spark on a shared machine, and it isolates what the connector spends.
+
+    .venv/bin/python bench/bench_spark_read_cpu.py --base /work/wt/base [--messages 1000000] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child(args: argparse.Namespace) -> None:
+    """Reads with the checkout first on PYTHONPATH."""
+    from spark_connector.batch import PulsarBatchReader
+    from spark_connector.options import parse_options
+
+    out: dict[str, list[tuple[float, float]]] = {}
+    for mode in ("broker", "direct"):
+        raw = {"service.url": args.url, "admin.url": args.admin_url, "topic": args.topic}
+        if mode == "direct":
+            raw.update({"readMode": "direct", "metadata.url": f"rocksdb://{args.metadata}"})
+        reader = PulsarBatchReader(parse_options(raw, purpose="read"))
+        parts = reader.partitions()
+        for i in range(args.repeat + 1):
+            c0, s0, rows = time.process_time(), cpu_s(args.server_pid), 0
+            for p in parts:
+                for batch in reader.read(p):
+                    rows += batch.num_rows
+            assert rows == args.messages, (mode, rows)
+            if i:  # the first read warms up (imports, caches)
+                out.setdefault(mode, []).append((round(time.process_time() - c0, 3),
+                                                 round(cpu_s(args.server_pid) - s0, 3)))
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default="/work/wt/base", help="the other checkout (A)")
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=4, help="child runs per checkout, alternating")
+    ap.add_argument("--repeat", type=int, default=3, help="reads per mode per child")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    for a in ("url", "admin-url", "metadata", "topic"):
+        ap.add_argument(f"--{a}", help=argparse.SUPPRESS)
+    ap.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+
+    sys.path.insert(0, str(REPO))
+    from bench.bench_clients import start_standalone
+    from bench.bench_spark import admin, fill
+
+    checkouts = {"base": Path(args.base).resolve(), "this": REPO}
+    root = Path(tempfile.mkdtemp(prefix="bench-spark-read-cpu-"))
+    proc, url = start_standalone(root)
+    web = proc.args[proc.args.index("--web-port") + 1]
+    admin_url = f"http://127.0.0.1:{web}"
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in checkouts}
+    loads = [round(os.getloadavg()[0], 1)]
+    try:
+        admin(admin_url, "PUT", "/admin/v2/persistent/public/default/bench-spark/partitions", 4)
+        fill(url, "bench-spark", args.messages)
+        for r in range(args.rounds):
+            for name in (list(checkouts) if r % 2 == 0 else list(reversed(checkouts))):
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--url", url, "--admin-url", admin_url,
+                       "--metadata", str(root / "data" / "metadata"), "--topic", "bench-spark",
+                       "--server-pid", str(proc.pid), "--messages", str(args.messages), "--repeat", str(args.repeat)]
+                run = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(checkouts[name])}, cwd=checkouts[name],
+                                     capture_output=True, text=True, timeout=900)
+                line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
+                if run.returncode or not line:
+                    raise SystemExit(f"{name} child failed:\n{run.stderr[-3000:]}")
+                runs[name].append(json.loads(line[0][len("RESULT "):]))
+                loads.append(round(os.getloadavg()[0], 1))
+                print(f"round {r} {name}: {runs[name][-1]} load {loads[-1]}", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+
+    summary: dict[str, Any] = {"messages": args.messages, "rounds": args.rounds, "repeat": args.repeat, "load_1m": loads}
+    for name, got in runs.items():
+        for mode in ("broker", "direct"):
+            xs = [x for g in got for x in g[mode]]
+            summary.setdefault(name, {})[mode] = {
+                "reader_cpu_s_median": statistics.median(a for a, _ in xs), "reader_cpu_s_min": min(a for a, _ in xs),
+                "server_cpu_s_median": statistics.median(b for _, b in xs)}
+    for mode in ("broker", "direct"):
+        summary[f"{mode}_reader_cpu_this_over_base"] = round(
+            summary["this"][mode]["reader_cpu_s_median"] / summary["base"][mode]["reader_cpu_s_median"], 3)
+    print(json.dumps(summary, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
