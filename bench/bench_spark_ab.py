@@ -22,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -65,6 +66,45 @@ def is_jvm(pid: int) -> bool:
         return Path(f"/proc/{pid}/comm").read_text().strip() == "java"
     except OSError:
         return False
+
+
+@contextmanager
+def filled_standalone(messages: int, prefix: str) -> Iterator[tuple[subprocess.Popen, str, str, Path]]:
+    """A fresh standalone of this checkout with ``messages`` 100-byte messages on the 4-partition
+    topic ``bench-spark``: ``(process, service url, admin url, data root)``."""
+    sys.path.insert(0, str(REPO))
+    from bench.bench_clients import start_standalone
+    from bench.bench_spark import admin, fill
+
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    proc, url = start_standalone(root)
+    admin_url = f"http://127.0.0.1:{proc.args[proc.args.index('--web-port') + 1]}"
+    try:
+        admin(admin_url, "PUT", "/admin/v2/persistent/public/default/bench-spark/partitions", 4)
+        fill(url, "bench-spark", messages)
+        yield proc, url, admin_url, root
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def paired_runs(base: str, rounds: int) -> Iterator[tuple[int, str, Path]]:
+    """``(round, name, checkout)``: base and this checkout alternate, and which goes first too."""
+    checkouts = [("base", Path(base).resolve()), ("this", REPO)]
+    for r in range(rounds):
+        for name, co in (checkouts if r % 2 == 0 else checkouts[::-1]):
+            yield r, name, co
+
+
+def run_child(script: str, checkout: Path, args: list[str]) -> dict[str, Any]:
+    """``script --child args`` with ``checkout`` first on PYTHONPATH: the JSON of its RESULT line."""
+    run = subprocess.run([sys.executable, script, "--child", *args], env={**os.environ, "PYTHONPATH": str(checkout)},
+                         cwd=checkout, capture_output=True, text=True, timeout=900)
+    line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
+    if run.returncode or not line:
+        raise SystemExit(f"{checkout} child failed:\n{run.stderr[-3000:]}")
+    return json.loads(line[0][len("RESULT "):])
 
 
 def child(args: argparse.Namespace) -> None:
@@ -136,46 +176,23 @@ def main() -> None:
         child(args)
         return
 
-    sys.path.insert(0, str(REPO))
-    from bench.bench_clients import start_standalone
-    from bench.bench_spark import admin, fill
-
-    checkouts = {"base": Path(args.base).resolve(), "this": REPO}
     loads = [round(os.getloadavg()[0], 1)]
-    root = Path(tempfile.mkdtemp(prefix="bench-spark-ab-"))
-    proc, url = start_standalone(root)
-    web = proc.args[proc.args.index("--web-port") + 1]
-    admin_url = f"http://127.0.0.1:{web}"
-    results: dict[str, list[dict[str, Any]]] = {k: [] for k in checkouts}
-    try:
-        admin(admin_url, "PUT", "/admin/v2/persistent/public/default/bench-spark/partitions", 4)
-        fill(url, "bench-spark", args.messages)
-        for r in range(args.rounds):
-            for name in (list(checkouts) if r % 2 == 0 else list(reversed(checkouts))):
-                co = checkouts[name]
-                env = {**os.environ, "PYTHONPATH": str(co)}
-                cmd = [sys.executable, str(REPO / "bench" / "bench_spark_ab.py"), "--child",
-                       "--url", url, "--admin-url", admin_url, "--metadata", str(root / "data" / "metadata"),
-                       "--parquet", str(root / "reference.parquet"), "--topic", "bench-spark",
-                       "--server-pid", str(proc.pid), "--messages", str(args.messages),
-                       "--repeat", str(args.repeat), "--spark-conf", args.spark_conf]
-                run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-                line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
-                if run.returncode or not line:
-                    raise SystemExit(f"{name} child failed:\n{run.stderr[-3000:]}")
-                got = json.loads(line[0][len("RESULT "):])
-                got["load_1m"] = round(os.getloadavg()[0], 1)
-                results[name].append(got)
-                loads.append(got["load_1m"])
-                w = got["wall"]
-                print(f"round {r} {name}: " + ", ".join(
-                    f"{k} {min(v):.3f}s ({min(v) / min(w['parquet']):.2f}x) cpu {statistics.median(got['cpu_spark'][k]):.2f}"
-                    f" (jvm {statistics.median(got['cpu_jvm'][k]):.2f})+{statistics.median(got['cpu_server'][k]):.2f}" for k, v in w.items()) + f" load {got['load_1m']}",
-                    flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        shutil.rmtree(root, ignore_errors=True)
+    results: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
+    with filled_standalone(args.messages, "bench-spark-ab-") as (proc, url, admin_url, root):
+        for r, name, co in paired_runs(args.base, args.rounds):
+            got = run_child(str(REPO / "bench" / "bench_spark_ab.py"), co, [
+                "--url", url, "--admin-url", admin_url, "--metadata", str(root / "data" / "metadata"),
+                "--parquet", str(root / "reference.parquet"), "--topic", "bench-spark",
+                "--server-pid", str(proc.pid), "--messages", str(args.messages),
+                "--repeat", str(args.repeat), "--spark-conf", args.spark_conf])
+            got["load_1m"] = round(os.getloadavg()[0], 1)
+            results[name].append(got)
+            loads.append(got["load_1m"])
+            w = got["wall"]
+            print(f"round {r} {name}: " + ", ".join(
+                f"{k} {min(v):.3f}s ({min(v) / min(w['parquet']):.2f}x) cpu {statistics.median(got['cpu_spark'][k]):.2f}"
+                f" (jvm {statistics.median(got['cpu_jvm'][k]):.2f})+{statistics.median(got['cpu_server'][k]):.2f}"
+                for k, v in w.items()) + f" load {got['load_1m']}", flush=True)
 
     summary: dict[str, Any] = {"messages": args.messages, "rounds": args.rounds, "repeat": args.repeat,
                                "spark_conf": json.loads(args.spark_conf), "load_1m": loads}

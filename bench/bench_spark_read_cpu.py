@@ -16,21 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from bench_spark_ab import cpu_s, filled_standalone, paired_runs, run_child  # this script's folder: a child too
 
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def child(args: argparse.Namespace) -> None:
@@ -73,37 +65,16 @@ def main() -> None:
         child(args)
         return
 
-    sys.path.insert(0, str(REPO))
-    from bench.bench_clients import start_standalone
-    from bench.bench_spark import admin, fill
-
-    checkouts = {"base": Path(args.base).resolve(), "this": REPO}
-    root = Path(tempfile.mkdtemp(prefix="bench-spark-read-cpu-"))
-    proc, url = start_standalone(root)
-    web = proc.args[proc.args.index("--web-port") + 1]
-    admin_url = f"http://127.0.0.1:{web}"
-    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in checkouts}
+    runs: dict[str, list[dict[str, Any]]] = {"base": [], "this": []}
     loads = [round(os.getloadavg()[0], 1)]
-    try:
-        admin(admin_url, "PUT", "/admin/v2/persistent/public/default/bench-spark/partitions", 4)
-        fill(url, "bench-spark", args.messages)
-        for r in range(args.rounds):
-            for name in (list(checkouts) if r % 2 == 0 else list(reversed(checkouts))):
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--url", url, "--admin-url", admin_url,
-                       "--metadata", str(root / "data" / "metadata"), "--topic", "bench-spark",
-                       "--server-pid", str(proc.pid), "--messages", str(args.messages), "--repeat", str(args.repeat)]
-                run = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(checkouts[name])}, cwd=checkouts[name],
-                                     capture_output=True, text=True, timeout=900)
-                line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
-                if run.returncode or not line:
-                    raise SystemExit(f"{name} child failed:\n{run.stderr[-3000:]}")
-                runs[name].append(json.loads(line[0][len("RESULT "):]))
-                loads.append(round(os.getloadavg()[0], 1))
-                print(f"round {r} {name}: {runs[name][-1]} load {loads[-1]}", flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        shutil.rmtree(root, ignore_errors=True)
+    with filled_standalone(args.messages, "bench-spark-read-cpu-") as (proc, url, admin_url, root):
+        for r, name, co in paired_runs(args.base, args.rounds):
+            runs[name].append(run_child(str(Path(__file__).resolve()), co, [
+                "--url", url, "--admin-url", admin_url, "--metadata", str(root / "data" / "metadata"),
+                "--topic", "bench-spark", "--server-pid", str(proc.pid), "--messages", str(args.messages),
+                "--repeat", str(args.repeat)]))
+            loads.append(round(os.getloadavg()[0], 1))
+            print(f"round {r} {name}: {runs[name][-1]} load {loads[-1]}", flush=True)
 
     summary: dict[str, Any] = {"messages": args.messages, "rounds": args.rounds, "repeat": args.repeat, "load_1m": loads}
     for name, got in runs.items():
