@@ -89,6 +89,22 @@ def filled_standalone(messages: int, prefix: str) -> Iterator[tuple[subprocess.P
         shutil.rmtree(root, ignore_errors=True)
 
 
+def paired_parser(doc: str, *, rounds: int, repeat: int, repeat_help: str,
+                  child_options: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The options of a paired bench (and the hidden ones its children get)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--base", default="/work/wt/base", help="the other checkout (A)")
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=rounds, help="child runs per checkout, alternating")
+    ap.add_argument("--repeat", type=int, default=repeat, help=repeat_help)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    for a in child_options:
+        ap.add_argument(f"--{a}", help=argparse.SUPPRESS)
+    ap.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    return ap
+
+
 def paired_runs(base: str, rounds: int) -> Iterator[tuple[int, str, Path]]:
     """``(round, name, checkout)``: base and this checkout alternate, and which goes first too."""
     checkouts = [("base", Path(base).resolve()), ("this", REPO)]
@@ -160,17 +176,9 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", default="/work/wt/base", help="the other checkout (A)")
-    ap.add_argument("--messages", type=int, default=1_000_000)
-    ap.add_argument("--rounds", type=int, default=3, help="child runs per checkout, alternating")
-    ap.add_argument("--repeat", type=int, default=2, help="interleaved counts per child")
+    ap = paired_parser(__doc__ or "", rounds=3, repeat=2, repeat_help="interleaved counts per child",
+                       child_options=("url", "admin-url", "metadata", "parquet", "topic"))
     ap.add_argument("--spark-conf", default="{}", help="JSON of Spark settings for both checkouts")
-    ap.add_argument("--out", default="")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    for a in ("url", "admin-url", "metadata", "parquet", "topic"):
-        ap.add_argument(f"--{a}", help=argparse.SUPPRESS)
-    ap.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)

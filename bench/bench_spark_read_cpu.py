@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_spark_ab import cpu_s, filled_standalone, paired_runs, run_child  # this script's folder: a child too
+from bench_spark_ab import cpu_s, filled_standalone, paired_parser, paired_runs, run_child  # this script's folder: a child too
 
 
 
@@ -50,16 +50,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", default="/work/wt/base", help="the other checkout (A)")
-    ap.add_argument("--messages", type=int, default=1_000_000)
-    ap.add_argument("--rounds", type=int, default=4, help="child runs per checkout, alternating")
-    ap.add_argument("--repeat", type=int, default=3, help="reads per mode per child")
-    ap.add_argument("--out", default="")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    for a in ("url", "admin-url", "metadata", "topic"):
-        ap.add_argument(f"--{a}", help=argparse.SUPPRESS)
-    ap.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    ap = paired_parser(__doc__ or "", rounds=4, repeat=3, repeat_help="reads per mode per child",
+                       child_options=("url", "admin-url", "metadata", "topic"))
     args = ap.parse_args()
     if args.child:
         child(args)
