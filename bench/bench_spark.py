@@ -85,6 +85,7 @@ class FloorReader(DataSourceReader):
         import pyarrow as pa
 
         from spark_connector.rows import ARROW_SCHEMA
+        from spark_connector.task_trace import traced
 
         n = 65536  # the connector's recordBatchSize
         full: Any = _FLOOR_BATCHES.get(n)
@@ -101,9 +102,13 @@ class FloorReader(DataSourceReader):
                                         pa.array([], pa.string())),
             ], schema=ARROW_SCHEMA)
         left = self.rows // self.tasks + (1 if partition.value < self.rows % self.tasks else 0)
-        while left > 0:
-            yield full if left >= n else full.slice(0, left)
-            left -= n
+
+        def batches():  # type: ignore[no-untyped-def]
+            nonlocal left
+            while left > 0:
+                yield full if left >= n else full.slice(0, left)
+                left -= n
+        yield from traced(batches(), "floor")
 
 
 class FloorSource(DataSource):

@@ -9,6 +9,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .options import PulsarOptions
 from .positions import Pos
+from .task_trace import trace_planning, traced
 
 
 class RangePartition(InputPartition):
@@ -70,7 +71,7 @@ class PulsarBatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> list[RangePartition | PackedPartition]:
-        return plan_batch(self.opts)
+        return trace_planning(lambda: plan_batch(self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, PackedPartition):
@@ -79,6 +80,9 @@ class PulsarBatchReader(DataSourceReader):
             parts = (partition,)
         else:
             return  # no partitions planned: Spark still runs one task with a bare InputPartition
+        yield from traced(self._read_parts(parts), parts[0].topic)
+
+    def _read_parts(self, parts: tuple[RangePartition, ...]) -> Iterator[pa.RecordBatch]:
         for part in parts:
             yield from read_partition(self.opts, part, starting_time=self.opts.starting_time,
                                       ending_time=self.opts.ending_time)

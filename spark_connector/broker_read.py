@@ -48,7 +48,8 @@ def _entry_consumer_class() -> Any:
                 self._queue.put(cast(Any, PulsarConnectorError(f"{self._topic}: entry {ledger}:{entry} unreadable: {exc}")))
                 return
             n = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
-            self._queue.put(cast(Any, (ledger, entry, meta, bytes(payload), n)))
+            # the payload stays a view into the received frame: the decoder joins a run of them once
+            self._queue.put(cast(Any, (ledger, entry, meta, payload, n)))
 
         async def next_entries(self, timeout_s: float) -> list[Any]:
             """At least one entry (``errors.Timeout`` after ``timeout_s``), at most DRAIN_MAX."""

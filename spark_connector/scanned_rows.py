@@ -20,7 +20,7 @@ from .batch_records import PAD, Records, scan_batch
 from .rows import _varint
 
 TS = pa.timestamp("us", tz="UTC")
-_ID_LAYOUTS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+_ID_LAYOUTS: dict[tuple[int, int], tuple[np.ndarray, list[tuple[int, int, int]], np.ndarray]] = {}
 _SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
 _ZEROS = bytes(PAD)
 SMALL_BATCHES = 16  # records per batch on average under which ids are joined as bytes, not placed by numpy
@@ -59,10 +59,11 @@ def _varints_of(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out, sizes
 
 
-def _id_layout(n: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Where the message ids of a whole batch of ``n`` go when each is a ``head``-byte prefix and
-    the suffix of its index: ``(suffix bytes, their places, the prefixes' places (n x head),
-    id sizes)``. Built with numpy: batch sizes vary, so a layout is often new."""
+def _id_layout(n: int, head: int) -> tuple[np.ndarray, list[tuple[int, int, int]], np.ndarray]:
+    """The message ids of a whole batch of ``n``, each a ``head``-byte prefix and the suffix of
+    its index: ``(the ids laid end to end with their suffixes in place and the prefixes' bytes
+    still to write, (first byte, ids, bytes per id) of each run of ids of one size, id sizes)``.
+    Built with numpy: batch sizes vary, so a layout is often new."""
     layout = _ID_LAYOUTS.get((n, head))
     if layout is None:
         index, index_sizes = _varints_of(np.arange(n))
@@ -80,9 +81,13 @@ def _id_layout(n: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         np.cumsum(sizes[:-1], out=starts[1:])
         suffix_starts = np.zeros(n, np.int64)
         np.cumsum(suffix_sizes[:-1], out=suffix_starts[1:])
-        suffix_places = np.repeat(starts + head - suffix_starts, suffix_sizes) + np.arange(len(suffix_bytes))
-        prefix_places = starts[:, None] + np.arange(head)
-        layout = (suffix_bytes, suffix_places, prefix_places, sizes)
+        template = np.zeros(int(sizes.sum()), np.uint8)
+        template[np.repeat(starts + head - suffix_starts, suffix_sizes) + np.arange(len(suffix_bytes))] = suffix_bytes
+        # an index's varint only grows with it: ids of one size are consecutive, a fixed stride apart
+        firsts = [0, *(np.flatnonzero(np.diff(sizes)) + 1).tolist()]
+        ends = [*firsts[1:], n]
+        groups = [(int(starts[f]), e - f, int(sizes[f])) for f, e in zip(firsts, ends)]
+        layout = (template, groups, sizes)
         if len(_ID_LAYOUTS) > 1024:
             _ID_LAYOUTS.clear()
         _ID_LAYOUTS[(n, head)] = layout
@@ -96,21 +101,26 @@ def message_ids(prefix: bytes, n: int, keep: np.ndarray | None) -> tuple[np.ndar
         suffixes = id_suffixes(n)
         ids = [prefix + suffixes[i] for i in keep.tolist()]
         return np.frombuffer(b"".join(ids), np.uint8), np.array([len(i) for i in ids], np.int64)
-    suffix_bytes, suffix_places, prefix_places, sizes = _id_layout(n, len(prefix))
-    out = np.empty(int(sizes.sum()), np.uint8)
-    out[suffix_places] = suffix_bytes
-    out[prefix_places] = np.frombuffer(prefix, np.uint8)
+    head = len(prefix)
+    template, groups, sizes = _id_layout(n, head)
+    out = template.copy()
+    p = np.frombuffer(prefix, np.uint8)
+    for first, count, stride in groups:  # a strided view per run: no index arrays
+        out[first:first + count * stride].reshape(count, stride)[:, :head] = p
     return out, sizes
 
 
 def _spans(buffer: pa.Buffer, starts: np.ndarray, sizes: np.ndarray) -> pa.Array:
     """A binary array of ``2n-1`` slices of ``buffer`` (no copy) whose even elements are
-    ``buffer[starts[i]:starts[i] + sizes[i]]`` (the odd ones are the gaps between them)."""
+    ``buffer[starts[i]:starts[i] + sizes[i]]`` (the odd ones are the gaps between them); 32-bit
+    offsets under 2 GiB, so what is taken from it is already Spark's ``binary`` (no cast pass)."""
     n = len(starts)
-    offsets = np.empty(2 * n, np.int64)
+    wide = buffer.size >= 1 << 31
+    offsets = np.empty(2 * n, np.int64 if wide else np.int32)
     offsets[0::2] = starts
     offsets[1::2] = starts + sizes
-    return pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(offsets), buffer])
+    return pa.Array.from_buffers(pa.large_binary() if wide else pa.binary(), 2 * n - 1,
+                                 [None, pa.py_buffer(offsets), buffer])
 
 
 @dataclass
@@ -193,7 +203,7 @@ class ScannedRun:
         buffer = pa.py_buffer(joined)
         pick_index = np.arange(0, 2 * n, 2, dtype=np.int64) if keep is None else 2 * keep
         pick = pa.array(pick_index)
-        values = _spans(buffer, rec.value_start, rec.value_size).take(pick).cast(pa.binary())
+        values = _spans(buffer, rec.value_start, rec.value_size).take(pick).cast(pa.binary())  # no-op under 2 GiB
         key_size = rec.key_size if keep is None else rec.key_size[keep]
         has_key = key_size > 0  # an empty key reads as none, as for a single message
         if has_key.all():
@@ -201,8 +211,8 @@ class ScannedRun:
         elif has_key.any():
             keys = _spans(buffer, rec.key_start, np.maximum(rec.key_size, 0)).take(pa.array(pick_index, mask=~has_key))
         else:
-            keys = pa.nulls(rows, pa.large_binary())
-        keys = keys.cast(pa.large_string()).cast(pa.string())  # checks UTF-8 as a str decode would
+            keys = pa.nulls(rows, pa.binary())
+        keys = keys.cast(pa.string())  # checks UTF-8 as a str decode would
         event = rec.event_time if keep is None else rec.event_time[keep]
         events = pa.array(event * 1000, TS, mask=event == 0) if event.any() else pa.nulls(rows, TS)
         publish = pa.array(np.repeat(np.array([e.publish_us for e in entries], np.int64), kept), TS)

@@ -110,6 +110,22 @@ def test_topics_with_different_schemas_are_an_option_error(spark: Any, pulsar_no
 _ = pulsar  # the official client is what registers the schemas
 
 
+def _produce_evolving(node: Any, topic: str, kind: str, runs: Any) -> None:
+    """``(version, seqs)`` runs of evolving records, each with a producer of that schema version."""
+    c = node.client()
+    try:
+        for version, seqs in runs:
+            schema, record = _evolving(kind, version == 2)
+            p = c.create_producer(topic, schema=schema, batching_enabled=True, batching_max_messages=7)
+            for i in seqs:
+                p.send_async(record(seq=i, name=f"n{i}", **({"level": i} if version == 2 else {})), None,
+                             partition_key=f"k{i}")
+            p.flush()
+            p.close()
+    finally:
+        c.close()
+
+
 def _evolving(kind: str, v2: bool) -> Any:
     """Version 1 of an evolving record, or version 2: one field added with a default (the same
     record name, as schema evolution needs)."""
@@ -127,18 +143,7 @@ def test_rows_written_with_an_older_schema_version_read_with_the_latest_columns(
     columns: the field v2 added takes its default; v2's messages keep their own values."""
     topic = f"spark-schema-evolve-{kind}"
     create_partitioned(pulsar_node, topic, 2)
-    c = pulsar_node.client()
-    try:
-        for version, seqs in ((1, range(0, 30)), (2, range(30, 50))):
-            schema, record = _evolving(kind, version == 2)
-            p = c.create_producer(topic, schema=schema, batching_enabled=True, batching_max_messages=7)
-            for i in seqs:
-                p.send_async(record(seq=i, name=f"n{i}", **({"level": i} if version == 2 else {})), None,
-                             partition_key=f"k{i}")
-            p.flush()
-            p.close()
-    finally:
-        c.close()
+    _produce_evolving(pulsar_node, topic, kind, ((1, range(0, 30)), (2, range(30, 50))))
     want = [(i, f"n{i}", 7 if i < 30 else i) for i in range(50)]
     for mode in ("broker", "direct"):
         r = (spark.read.format("pulsar").option("service.url", pulsar_node.url).option("admin.url", pulsar_node.admin)
@@ -147,3 +152,28 @@ def test_rows_written_with_an_older_schema_version_read_with_the_latest_columns(
         df = r.load()
         assert df.columns[:3] == ["seq", "name", "level"], mode
         assert sorted((row.seq, row.name, row.level) for row in df.collect()) == want, mode
+
+
+@pytest.mark.parametrize("kind", ["json", "avro"])
+def test_stream_over_an_evolved_schema_reads_older_versions_with_the_latest_columns(
+        spark: Any, pulsar_node: Any, kind: str) -> None:
+    """A streaming read of a topic whose schema evolved (v1, then v2 adding a defaulted field):
+    every micro-batch has v2's columns; v1's messages, before the query started and after (a
+    v1 producer still writing), read with the default, v2's with their own values."""
+    topic = f"spark-schema-evolve-stream-{kind}"
+    create_partitioned(pulsar_node, topic, 2)
+    _produce_evolving(pulsar_node, topic, kind, ((1, range(0, 20)), (2, range(20, 35))))
+    name = f"evolve_stream_{kind}"
+    q = (spark.readStream.format("pulsar").option("service.url", pulsar_node.url)
+         .option("admin.url", pulsar_node.admin).option("topic", topic).option("startingOffsets", "earliest").load()
+         .select("seq", "name", "level").writeStream.format("memory").queryName(name).start())
+    try:
+        q.processAllAvailable()
+        got = sorted((r.seq, r.name, r.level) for r in spark.sql(f"select * from {name}").collect())
+        assert got == [(i, f"n{i}", 7 if i < 20 else i) for i in range(35)]
+        _produce_evolving(pulsar_node, topic, kind, ((1, range(35, 45)), (2, range(45, 50))))
+        q.processAllAvailable()
+        got = sorted((r.seq, r.name, r.level) for r in spark.sql(f"select * from {name}").collect())
+        assert got == [(i, f"n{i}", 7 if i < 20 or 35 <= i < 45 else i) for i in range(50)]
+    finally:
+        q.stop()

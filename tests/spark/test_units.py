@@ -220,3 +220,25 @@ def test_small_ranges_are_packed_into_tasks() -> None:
     assert pack_ranges([(1, 1)] * 2, 64 * mb, many, min_parts=3) == [[0], [1]]
     assert pack_ranges([], 64 * mb, many) == [] and pack_ranges([(0, 1)] * 3, 64 * mb, many) == [[0, 1, 2]]
     assert parse_options({**BASE, "topic": "t", "minPartitions": "8"}, purpose="read").min_partitions == 8
+
+
+def test_task_trace_logs_a_line_per_task_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import pyarrow as pa
+
+    from spark_connector.task_trace import TRACE_ENV, trace_planning, traced
+
+    batches = [pa.RecordBatch.from_arrays([pa.array([1, 2, 3])], names=["x"]),
+               pa.RecordBatch.from_arrays([pa.array([4])], names=["x"])]
+    monkeypatch.delenv(TRACE_ENV, raising=False)
+    assert list(traced(iter(batches), "t")) == batches and trace_planning(lambda: [1, 2]) == [1, 2]
+    log = tmp_path / "trace.jsonl"
+    monkeypatch.setenv(TRACE_ENV, str(log))
+    assert list(traced(iter(batches), "t-partition-0")) == batches
+    assert list(traced(iter([]), "empty")) == []
+    assert trace_planning(lambda: [1, 2]) == [1, 2]
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(x.get("task"), x["rows"]) for x in lines[:2]] == [("t-partition-0", 4), ("empty", 0)]
+    assert lines[0]["first_batch_s"] >= 0 and lines[1]["first_batch_s"] is None
+    assert lines[2]["plan"] == 2 and lines[2]["cpu_s"] >= 0
