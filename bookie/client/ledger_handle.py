@@ -521,7 +521,8 @@ class LedgerHandle:
         while lo <= last:
             hi = min(last, lo + step - 1)
             raw = await read_entries(self._ctx, self.ledger_id, self._md, lo, hi, self._master_key)
-            out += [bytes(memoryview(d)[hs:]) for d in raw]  # one copy: d may view a larger buffer
+            # one copy each: d may view a larger buffer (a run read from an entry log)
+            out += [d[hs:].tobytes() if type(d) is memoryview else bytes(memoryview(d)[hs:]) for d in raw]
             lo = hi + 1
         return out
 
