@@ -125,7 +125,12 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
+        import gc
+
         import trio
+
+        gc.freeze()  # the broker's collector settings (broker/cli.py)
+        gc.set_threshold(50_000, 20, 100)
 
         sys.path.insert(0, os.getcwd())
         print(json.dumps(trio.run(_child, int(args.child[0]), Path(args.child[1]))))
