@@ -27,21 +27,17 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from contextlib import contextmanager  # noqa: E402
-from typing import Iterator  # noqa: E402
-
-from bench.bench_e2e import BATCH_RECEIVE_POLICY, PRODUCER_SETTINGS, cpu_seconds, profiled, start_standalone  # noqa: E402
+from bench.bench_e2e import BATCH_RECEIVE_POLICY, PRODUCER_SETTINGS, attached, cpu_seconds, profiled, start_standalone  # noqa: E402
 
 
 def _standalone_at(root: Path, repo: Path | None = None) -> tuple:
@@ -50,22 +46,13 @@ def _standalone_at(root: Path, repo: Path | None = None) -> tuple:
     return start_standalone(root, repo, {})  # that checkout's code on PYTHONPATH
 
 
-@contextmanager
-def straced(out_dir: str | None, pid: int, phase: str) -> Iterator[None]:
+def straced(out_dir: str | None, pid: int, phase: str) -> AbstractContextManager[None]:
     """With ``--strace DIR``: count the standalone's system calls (all threads) in one phase
     (strace slows the process down: for counts per message, not for rates)."""
     if not out_dir:
-        yield
-        return
+        return attached(None)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid), "-o", str(Path(out_dir) / f"{phase}.txt")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)  # attached before the phase starts
-    try:
-        yield
-    finally:
-        tracer.send_signal(signal.SIGINT)
-        tracer.wait(60)
+    return attached(["strace", "-c", "-f", "-p", str(pid), "-o", str(Path(out_dir) / f"{phase}.txt")])
 
 
 def publish(client, topic: str, n: int, size: int, batched: bool) -> float:  # type: ignore[no-untyped-def]
