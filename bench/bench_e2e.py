@@ -239,25 +239,32 @@ def raw_protocol_throughput(port: int, size: int, batch: int, batches: int, outs
 
 
 @contextlib.contextmanager
-def profiled(out_dir: str | None, pid: int, phase: str) -> Iterator[None]:
-    """With ``--py-spy DIR``: sample the standalone process during one phase (for profiling
-    runs only; sampling costs the machine some CPU)."""
-    if not out_dir:
+def attached(cmd: list[str] | None) -> Iterator[None]:
+    """Run a tool that attaches to a process (py-spy, strace) around a block: started a second
+    before it, stopped with SIGINT (so it writes its output) after it. ``None``: nothing."""
+    if cmd is None:
         yield
         return
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-f", "raw",
-                            "-r", "250", "-o", str(Path(out_dir) / f"{phase}.txt")],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tool = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # attached before the phase starts
     try:
         yield
     finally:
-        spy.send_signal(signal.SIGINT)
+        tool.send_signal(signal.SIGINT)
         try:
-            spy.wait(30)
+            tool.wait(60)
         except subprocess.TimeoutExpired:
-            spy.kill()
+            tool.kill()
+
+
+def profiled(out_dir: str | None, pid: int, phase: str) -> contextlib.AbstractContextManager[None]:
+    """With ``--py-spy DIR``: sample the standalone process during one phase (for profiling
+    runs only; sampling costs the machine some CPU)."""
+    if not out_dir:
+        return attached(None)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return attached([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(pid), "-f", "raw",
+                     "-r", "250", "-o", str(Path(out_dir) / f"{phase}.txt")])
 
 
 def loopback_reference(total_bytes: int) -> float:

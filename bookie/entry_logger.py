@@ -281,6 +281,8 @@ class EntryLogger:
         # guess the run's length from the first record; a short guess costs another pread
         want = min(max(loc.length * (max_entries - 1), 4096), max_bytes + 64 * 1024)
         expected = entry_id + 1
+        # elf.verify_record, inlined: this loop runs once per entry a catch-up read sends
+        unpack, rh, append = elf.RECORD_HEADER.unpack_from, elf.RECORD_HEADER_SIZE, out.append
         while len(out) < max_entries and size < max_bytes:
             try:
                 buf = os.pread(self._read_fd(loc.log_id), want, offset)
@@ -288,18 +290,23 @@ class EntryLogger:
                 break
             pos = 0
             view = memoryview(buf)
-            while len(out) < max_entries and size < max_bytes:
-                try:
-                    lid, eid, length = elf.verify_record(buf, pos)
-                except FormatError:
-                    break
-                n = length - elf.RECORD_HEADER_SIZE
+            blen = len(buf)
+            left = max_entries - len(out)
+            while left and size < max_bytes:
+                if blen - pos < rh:
+                    break  # truncated: the next pread starts here
+                rsize, crc, lid, eid = unpack(buf, pos)
+                end = pos + 8 + rsize
+                if rsize < 16 or end > blen or crc32c(view[pos + 8 : end]) != crc:
+                    break  # torn, or not whole in this buffer (sizes past MAX_RECORD_SIZE never are)
+                n = rsize - 16
                 if lid != ledger_id or eid != expected or size + n > max_bytes:
                     return out
-                out.append(view[pos + elf.RECORD_HEADER_SIZE : pos + length])
+                append(view[pos + rh : end])
                 size += n
                 expected += 1
-                pos += length
+                left -= 1
+                pos = end
             if pos == 0:  # not even one whole record fit, or the log ends or is torn here
                 if len(buf) < want or want >= _MAX_RUN_READ:
                     break

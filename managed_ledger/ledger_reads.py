@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from itertools import repeat
 
 from bookie.client.errors import BKError
 from managed_ledger.errors import InvalidPositionError, ManagedLedgerError, ManagedLedgerFencedError
@@ -44,8 +45,11 @@ class LedgerReads(ManagedLedgerState):
                 # that died before closing it) may know a lower LAC: read those unconfirmed,
                 # as Pulsar does.
                 batch = await lh.read_payloads(start, end, unconfirmed=lh.last_add_confirmed < end < confirmed)
-                new = tuple.__new__  # = Entry(Position(...), data) without two Python frames
-                out += [new(Entry, (new(Position, (ledger_id, e)), data)) for e, data in enumerate(batch, start)]
+                # = [Entry(Position(ledger_id, e), data) ...] without two Python frames per
+                # entry nor a bytecode loop (once per message a catch-up read sends)
+                new = tuple.__new__
+                positions = map(new, repeat(Position), zip(repeat(ledger_id), range(start, end + 1)))
+                out += map(new, repeat(Entry), zip(positions, batch))
                 start = end + 1
         except BKError as e:
             raise ManagedLedgerError(f"{self.name}: read {ledger_id}:{first}..{last} failed: {e}") from e

@@ -121,11 +121,14 @@ class ReadAhead:
         if p.ledger_id != ledger_id or p.first != first:
             self.cancel()
             return None
-        if hop_trace.ENABLED and not p.done.is_set():
-            hop_trace.mark("ra.wait", p.first)
-        await p.done.wait()
-        if p is not (self._reads[0] if self._reads else None):
-            return None  # cancelled meanwhile (a seek, a close)
+        if not p.done.is_set():
+            if hop_trace.ENABLED:
+                hop_trace.mark("ra.wait", p.first)
+            await p.done.wait()
+            if p is not (self._reads[0] if self._reads else None):
+                return None  # cancelled meanwhile (a seek, a close)
+        # (a read already done is taken without a scheduler round: the dispatcher yields
+        # once per round anyway, and this would add a second one per ~100 entries)
         entries = p.entries
         if not entries or p.taken >= len(entries):
             self.cancel()

@@ -56,7 +56,8 @@ class ClientConfig:
     # random while the bookies declare fewer than two racks), "random" (DefaultEnsemblePlacementPolicy)
     # or "module:Class".
     ensemble_placement_policy: str = "rackaware"
-    # Largest number of entries requested at once by one read call (chunking bounds memory).
+    # Largest number of entries requested at once by one read call (chunking bounds memory);
+    # bookies running in the client's process (standalone) are asked up to their own range-read cap.
     max_entries_per_read_batch: int = 1000
     # Metadata CAS retries when an update races with another writer of the same node.
     metadata_update_max_retries: int = 10

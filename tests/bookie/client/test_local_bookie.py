@@ -154,3 +154,34 @@ async def test_local_range_reads_check_each_entry_once(local_bookie, monkeypatch
         assert [e.data for e in await lh.read(0, 149)] == data[:150]
         with pytest.raises(BKError):
             await lh.read(140, 199)
+
+
+async def test_local_range_reads_take_the_bookies_cap_not_the_client_batch(local_bookie, monkeypatch) -> None:
+    """Reads from in-process bookies go by the bookie's own cap on a range read (10,000
+    entries, ~4 MiB), not ``max_entries_per_read_batch``: each request is a trip to the
+    bookie's disk thread. An answer cut short by the bookie's byte cap is asked on from where
+    it ended, and every entry comes back once, in order."""
+    bookie, store = local_bookie
+    from bookie.client import read_ops
+
+    ranges: list[tuple[int, int, int]] = []
+    real_range_read = read_ops._range_read
+
+    async def counted(client, ledger_id, md, first, last, master_key):  # type: ignore[no-untyped-def]
+        got = await real_range_read(client, ledger_id, md, first, last, master_key)
+        ranges.append((first, last, len(got)))
+        return got
+
+    monkeypatch.setattr(read_ops, "_range_read", counted)
+    config = fast_config()
+    config.max_entries_per_read_batch = 50
+    async with BookKeeper(store, config, local_bookies={bookie.bookie_id: bookie.processor}) as bk:
+        lh = await bk.create_ledger(1, 1, 1, password=b"pw")
+        data = [bytes([i % 251]) * 20_000 for i in range(300)]  # 6 MB: over the bookie's 4 MiB cap
+        for d in data:
+            await lh.add_entry(d)
+        await bookie.sync_thread.checkpoint()
+        bookie.storage.read_cache = type(bookie.storage.read_cache)(1 << 20)
+        assert await lh.read_payloads(0, 299) == data
+        assert ranges[0][:2] == (0, 299) and 0 < ranges[0][2] < 300  # cut by the byte cap
+        assert len(ranges) == 2 and ranges[1] == (ranges[0][2], 299, 300 - ranges[0][2])
