@@ -12,6 +12,7 @@ import logging
 import re
 import threading
 from collections import deque
+from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,6 +20,7 @@ import trio
 
 from . import errors
 from .async_client import AsyncClient, result_of
+from .consumer import Consumer as SingleConsumer
 from .consumer import ConsumerConfig
 from .message import Message
 from .message_id import MessageId
@@ -720,6 +722,44 @@ class _TakenReport:
             self._dequeued_many(taken)
 
 
+class _ThreadFlow:
+    """Permits of a single-topic consumer, returned from the thread that takes the messages: once
+    ``step`` (half the receiver queue, as the official client) were taken, the FLOW frame goes
+    straight to the socket (``write_direct``) instead of waiting for the loop thread, which a
+    busy consumer holding the GIL keeps waiting for up to a switch interval (5 ms: a whole
+    queue at 1 KiB), while the broker, out of permits, sends nothing. If the socket is busy the
+    loop sends it (``_credit_on``, dropped if a reconnect meanwhile granted a whole queue)."""
+
+    __slots__ = ("_c", "_loop", "_lock", "_n", "_step")
+
+    def __init__(self, loop: _LoopThread, inner: Any, step: int) -> None:
+        self._c = inner
+        self._loop = loop
+        self._lock = threading.Lock()  # receive() may run on several threads at once
+        self._n = 0
+        self._step = max(1, step)
+
+    def taken(self, k: int) -> None:
+        with self._lock:
+            n = self._n + k
+            if n < self._step:
+                self._n = n
+                return
+            self._n = 0
+        c = self._c
+        cnx = c._cnx
+        if cnx is None:
+            return  # disconnected: the reconnect grants a whole queue
+        rest = cnx.write_direct(c.flow_frame(n))
+        if rest is None:
+            try:
+                self._loop.run_sync_soon(lambda: c._credit_on(cnx, n))
+            except errors.AlreadyClosed:  # the client is closing: no more messages to permit
+                pass
+        elif rest:
+            cnx.finish_direct(rest, c._ctx.config.operation_timeout_s or 30)
+
+
 class _AckGroup:
     """Ids acknowledged one by one, handed to the loop as one call per burst (``_posted`` as in
     ``_TakenReport``). A group only takes acks while it is the newest deferred call: any other
@@ -804,7 +844,15 @@ class Consumer:
         self._c = inner
         config = inner._config
         self._calls = _consumer_calls(loop, config)
-        self._taken = _TakenReport(self._calls, inner._dequeued_many, config.receiver_queue_size // 8)
+        # A single-topic consumer returns permits from the receiving thread; the loop then only
+        # tracks what was taken (last id, ack timeout). A multi-topic one routes them there.
+        self._flow: _ThreadFlow | None = None
+        report = inner._dequeued_many
+        if isinstance(inner, SingleConsumer) and inner._own_queue:
+            self._flow = _ThreadFlow(loop, inner, inner._refill_at)
+            report = partial(inner._dequeued_many, permits=False)
+        self._report = report
+        self._taken = _TakenReport(self._calls, report, config.receiver_queue_size // 8)
         self._acks = _AckGroup()
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
 
@@ -847,6 +895,9 @@ class Consumer:
             self._calls.sync()  # returned permits (and acks) leave before we wait
             msg = c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
         self._taken.add(msg)
+        flow = self._flow
+        if flow is not None:
+            flow.taken(1)
         return msg
 
     def receive_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
@@ -855,7 +906,9 @@ class Consumer:
         c = self._c
         c._check_open()
         out = _take_many(c._queue, max_messages, timeout_millis, self._calls.sync)
-        self._calls.call_soon(c._dequeued_many, out)  # a dequeue report: acks may pass it
+        self._calls.call_soon(self._report, out)  # a dequeue report: acks may pass it
+        if self._flow is not None:
+            self._flow.taken(len(out))
         return out
 
     def batch_receive(self) -> list[Message]:

@@ -3,11 +3,13 @@ after a connection loss, chunk layout, batch metadata. Fast: no broker process."
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 import trio
 
+import clients
 from clients import AsyncClient
 from clients.protocol import batch, frames
 from clients.protocol.pulsar_api_pb2 import BaseCommand
@@ -44,6 +46,38 @@ async def test_flow_refills_at_half_the_queue(fake: FakeBroker) -> None:
             await consumer.receive(5000)
         await trio.sleep(0.1)
         assert [f.messagePermits for f in fake.commands(T.FLOW)][:5] == [10, 5, 5, 5, 5]
+
+
+async def test_blocking_consumer_returns_permits_from_the_receiving_thread(fake: FakeBroker) -> None:
+    """The blocking ``receive`` grants permits back itself once half the queue was taken: a
+    loop thread that is busy (here: held) must not keep the broker without permits."""
+
+    def body() -> list[int]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            for i in range(10):
+                producer.send(b"%d" % i)
+            consumer = client.subscribe(TOPIC, "sub", receiver_queue_size=10,
+                                        initial_position=clients.InitialPosition.Earliest)
+            deadline = time.monotonic() + 5
+            while len(consumer._c._queue) < 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            release = threading.Event()
+            client._loop.run_sync_soon(lambda: release.wait(10))  # the loop thread is held from here
+            try:
+                for _ in range(5):
+                    consumer.receive(1000)
+                deadline = time.monotonic() + 3
+                while len(fake.commands(T.FLOW)) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return [f.messagePermits for f in fake.commands(T.FLOW)]
+            finally:
+                release.set()
+        finally:
+            client.close()
+
+    assert await trio.to_thread.run_sync(body) == [10, 5]
 
 
 async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
