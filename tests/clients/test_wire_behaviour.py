@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 import trio
@@ -78,6 +79,99 @@ async def test_blocking_consumer_returns_permits_from_the_receiving_thread(fake:
             client.close()
 
     assert await trio.to_thread.run_sync(body) == [10, 5]
+
+
+async def test_blocking_send_reads_its_receipt_while_the_loop_thread_is_busy(fake: FakeBroker) -> None:
+    """A synchronous ``send`` reads its own receipt once the connection lent it the socket:
+    it completes while the client's loop thread is held, which it could not if the receipt
+    had to come through that thread."""
+
+    def body() -> tuple[list[bool], list[int]]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            producer.send(b"first")  # its receipt comes through the loop, which then lends
+            held, freed = threading.Event(), threading.Event()
+
+            def hold() -> None:
+                held.set()
+                time.sleep(2)
+                freed.set()
+
+            client._loop.run_sync_soon(hold)
+            held.wait(5)
+            returned_while_held = []
+            for i in range(3):
+                producer.send(b"%d" % i)
+                returned_while_held.append(not freed.is_set())
+            freed.wait(5)
+            return returned_while_held, [s.sequence_id for s in fake.commands(T.SEND)]
+        finally:
+            client.close()
+
+    returned_while_held, seqs = await trio.to_thread.run_sync(body)
+    assert returned_while_held == [True, True, True]
+    assert seqs == [0, 1, 2, 3]
+
+
+async def test_frames_for_others_flow_while_a_blocking_sender_reads(fake: FakeBroker) -> None:
+    """While synchronous sends read their own receipts, the receipts of another producer on the
+    same connection (and the reply to creating a third) still reach the loop, in order."""
+
+    def body() -> tuple[list[Any], list[Any], list[Any]]:
+        client = clients.Client(fake.url)
+        try:
+            sync_producer = client.create_producer(TOPIC, batching_enabled=False)
+            other = client.create_producer(TOPIC + "-other", batching_enabled=False)
+            settled: list[Any] = []
+            sync_ids: list[Any] = []
+            for i in range(200):
+                sync_ids.append(sync_producer.send(b"s%d" % i))
+                if i % 10 == 0:
+                    other.send_async(b"o%d" % i, lambda res, mid: settled.append((res, mid)))
+                if i == 100:
+                    third = client.create_producer(TOPIC + "-third", batching_enabled=False)
+                    third.send(b"t")
+            other.flush()
+            return sync_ids, settled, fake.commands(T.SEND)
+        finally:
+            client.close()
+
+    sync_ids, settled, _ = await trio.to_thread.run_sync(body)
+    assert len(sync_ids) == 200 and len({(m.ledger_id(), m.entry_id()) for m in sync_ids}) == 200
+    assert [res for res, _ in settled] == [clients.Result.Ok] * 20
+    entries = [mid.entry_id() for _, mid in settled]
+    assert entries == sorted(entries)
+
+
+async def test_blocking_sends_survive_a_connection_loss_while_lent(fake: FakeBroker) -> None:
+    """A connection lost while a synchronous sender reads its receipts: the send in flight is
+    re-sent after the reconnect and every send returns (nothing acknowledged is lost)."""
+
+    token = trio.lowlevel.current_trio_token()
+
+    def drop() -> None:
+        fake.hold_receipts = False
+        fake.drop_connections()
+
+    def body() -> int:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+            for i in range(50):
+                if i in (10, 30):  # this send's receipt is held, then its connection lost
+                    fake.hold_receipts = True
+                    threading.Timer(0.2, lambda: trio.from_thread.run_sync(drop, trio_token=token)).start()
+                producer.send(b"%d" % i)
+            return 50
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == 50
+    seqs = [s.sequence_id for s in fake.commands(T.SEND)]
+    assert sorted(set(seqs)) == list(range(50))
+    assert seqs.count(10) >= 2 and seqs.count(30) >= 2  # re-sent after each loss
 
 
 async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
