@@ -377,9 +377,12 @@ class ClientConnection:
         waited = drained = False
         while True:
             if self._lend_wanted:
-                await self._lend()
-                drained = False
-                continue
+                self._lend_wanted = False  # (a stale ask must not re-lend before a read)
+                if not self._consumers and not self._pending:
+                    await self._lend()
+                    self._lend_wanted = False
+                    drained = False
+                    continue
             if drained:
                 await wait_readable(fd)
                 waited = True
@@ -403,7 +406,6 @@ class ClientConnection:
 
     async def _lend(self) -> None:
         """Stand aside for borrowers (``read_own``) until none read for ``LEND_CHECK_S``."""
-        self._lend_wanted = False
         self._lent = True
         seen = -1
         try:
