@@ -8,7 +8,7 @@ filled just before (window-1000, batching on). Prints per-variant medians of msg
 client CPU µs per message, and ratios to the official client; ``--json`` writes the raw runs.
 
     .venv/bin/python bench/ab_clients.py --base /work/wt/base --workloads consume --size 1024
-    .venv/bin/python bench/ab_clients.py --base /work/wt/base --workloads latency --messages 5000
+    .venv/bin/python bench/ab_clients.py --base /work/wt/base --workloads latency --latency-messages 5000
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def main() -> None:
     parser.add_argument("--workloads", default="latency,consume")
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--latency-messages", type=int, default=5_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -72,7 +73,8 @@ def main() -> None:
                     topic = f"ab-{work}-{name}-{uuid.uuid4().hex[:8]}"
                     if work == "consume":
                         worker(REPO, "quire-official", "produce", url, topic, args.size, args.messages)
-                    r = worker(tree, system, work, url, topic, args.size, args.messages)
+                    n = args.latency_messages if work == "latency" else args.messages
+                    r = worker(tree, system, work, url, topic, args.size, n)
                     if "latencies_us" in r:
                         r["p50_us"] = p50(r.pop("latencies_us"))
                     runs[work][name].append(r)
@@ -83,7 +85,8 @@ def main() -> None:
         proc.terminate()
         proc.wait(30)
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\nmedians ({args.repeats} runs, {args.size} B, {args.messages} messages; load {os.getloadavg()[0]:.2f})")
+    print(f"\nmedians ({args.repeats} runs, {args.size} B, {args.messages} messages to consume, "
+          f"{args.latency_messages} one at a time; load {os.getloadavg()[0]:.2f})")
     for work, by in runs.items():
         off = by["official"]
         for name, rs in by.items():

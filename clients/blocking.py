@@ -494,9 +494,6 @@ class _SendWaiter:
                 self._done.release()
         return settled
 
-    def settled(self) -> bool:
-        return self._left == 0
-
     def wait(self, loop: _LoopThread) -> list[MessageId]:
         while not self._done.acquire(timeout=1.0):
             if not loop.alive():
@@ -550,10 +547,9 @@ class Producer:
         deliver_after: Any = None,
     ) -> MessageId:
         """Send and wait for the broker's receipt. With nothing else of this producer pending,
-        the frame is written to the socket from this thread (``send_direct``) and, while the
-        connection lends its socket to synchronous senders (``ClientConnection.read_own``), the
-        receipt is read in this thread too: no loop thread wakeup at all; otherwise one
-        hand-over to the loop thread, the open batch flushed at once."""
+        the frame is written to the socket from this thread (``send_direct``) and only the
+        receipt comes back through the loop thread (one thread wakeup per call, as the official
+        client); otherwise one hand-over to the loop thread, the open batch flushed at once."""
         msg = self._p.make_message(
             content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
             sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
@@ -568,7 +564,6 @@ class Producer:
                 room.release()
                 raise
             if sent:
-                self._p.read_receipt(waiter.settled)  # the receipt read in this thread if it can
                 return waiter.wait(self._loop)[0]
             room.release()
         return self._send_and_wait([msg])[0]

@@ -11,15 +11,6 @@ A user thread of the blocking API may write one frame straight to the socket
 task only ever tries (it yields and retries, so the loop never blocks on it) and that a direct
 write holds for one non-blocking ``os.write``, and only when the outbox is idle, so frames never
 interleave.
-
-A blocking ``send`` may also read its own receipt (``read_own``), so that a synchronous
-sender's round trip wakes only its thread, not the loop thread too (the loop's wakeup and
-scheduling cost more CPU than the rest of the send). The reader task lends the socket's read
-side: a caller asks (``_lend_wanted``), the reader stands aside after its next dispatch
-(``_lend``), and while lent, borrowers read under ``_rlock``, handle the receipt they wait for
-themselves and hand every other frame to the loop, in order. The reader takes the socket back
-once no borrower read for ``LEND_CHECK_S`` (frames that arrive between borrowers' sends wait
-at most that long), and ``_shutdown`` takes ``_rlock`` before closing the fd.
 """
 
 from __future__ import annotations
@@ -32,7 +23,6 @@ import ssl
 import threading
 from dataclasses import dataclass
 from functools import partial
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import trio
@@ -56,8 +46,6 @@ CLIENT_VERSION = "Pulsar-Python-quire-0.1"
 # The C++ client's default when CONNECTED carries no max_message_size.
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 - 10 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
-LEND_CHECK_S = 0.01  # how often a reader that lent the socket looks whether borrowers still read
-BORROW_POLL_MS = 100  # a borrower re-checks the connection and its wait this often
 
 _RESPONSE_TYPES = {
     T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS, T.LOOKUP_RESPONSE, T.PARTITIONED_METADATA_RESPONSE,
@@ -124,11 +112,6 @@ class ClientConnection:
         self.server_version = ""
         self.protocol_version = 0
         self._last_received = trio.current_time()
-        self._token = trio.lowlevel.current_trio_token()
-        self._rlock = threading.Lock()  # held by a borrower while it reads (see the module doc)
-        self._lend_wanted = False  # a blocking sender asked to read its receipts itself
-        self._lent = False  # the reader stands aside (changed under _rlock once lent)
-        self._borrowed = 0  # reads by borrowers: the reader's take-back and the keep-alive watch it
 
     # -- setup ------------------------------------------------------------------------------
 
@@ -192,20 +175,13 @@ class ClientConnection:
     async def _shutdown(self) -> None:
         self.closed.set()
         with trio.CancelScope(shield=True):
-            reserved = read_reserved = False
+            reserved = False
             with trio.move_on_after(1):
                 await self._acquire_wlock()  # no direct write may still use the fd we close
                 reserved = True
-            with trio.move_on_after(1):
-                while not self._rlock.acquire(blocking=False):  # nor a borrower's read
-                    await trio.sleep(0.0002)
-                read_reserved = True
             self._fd = -1
-            self._lent = False
             if reserved:
                 self._wlock.release()
-            if read_reserved:
-                self._rlock.release()
             with trio.move_on_after(1):
                 await self._stream.aclose()
         failure = errors.NotConnected(f"connection to {self.url} closed: {self.close_reason or 'closed'}")
@@ -370,19 +346,12 @@ class ClientConnection:
         # ``SocketStream.receive_some`` does, without its per-read context managers (a
         # synchronous sender pays one read per receipt). As trio, a read that did not have to
         # wait still yields to the other tasks. A short read drained the socket: the next read
-        # waits for readiness first rather than fail with EAGAIN, since every syscall lets a
-        # blocking caller (just woken by a receipt) take the GIL and the loop waits to get it back.
+        # waits for readiness first rather than fail with EAGAIN (one syscall and one exception
+        # less per receipt of a synchronous sender).
         fd, read, feed, dispatch = self._fd, os.read, self._decoder.feed, self._dispatch
         wait_readable = trio.lowlevel.wait_readable
         waited = drained = False
         while True:
-            if self._lend_wanted:
-                self._lend_wanted = False  # (a stale ask must not re-lend before a read)
-                if not self._consumers and not self._pending:
-                    await self._lend()
-                    self._lend_wanted = False
-                    drained = False
-                    continue
             if drained:
                 await wait_readable(fd)
                 waited = True
@@ -404,107 +373,14 @@ class ClientConnection:
             for frame in feed(data):
                 dispatch(frame)
 
-    async def _lend(self) -> None:
-        """Stand aside for borrowers (``read_own``) until none read for ``LEND_CHECK_S``."""
-        self._lent = True
-        seen = -1
-        try:
-            while True:
-                await trio.sleep(LEND_CHECK_S)
-                if not self._rlock.acquire(blocking=False):
-                    continue  # a borrower is reading now
-                try:
-                    if self._borrowed == seen or not self._lent or self._consumers or self._pending:
-                        self._lent = False  # under _rlock: no borrower reads after this
-                        return
-                    seen = self._borrowed
-                finally:
-                    self._rlock.release()
-        finally:
-            self._lent = False
-
-    def read_own(self, done: Callable[[], bool], own: Callable[[frames.Frame], bool]) -> bool:
-        """From a user thread (a blocking send): when the reader lent the socket, read frames
-        until ``done()``: ``own(frame)`` handles the frames that are the caller's (True), every
-        other frame goes to the loop thread in order. False, having read nothing, when the
-        socket is not lent (the next dispatch lends it) or another borrower reads: wait for the
-        loop to dispatch as usual. Returns once ``done()``, or early (True) when the
-        connection fails or closes, leaving the rest to the reader task."""
-        if self._consumers:  # their messages must not wait for a take-back: the loop reads
-            return False
-        if not self._lent or not self._rlock.acquire(blocking=False):
-            self._lend_wanted = True
-            return False
-        data = b""
-        try:
-            if not self._lent or self._fd < 0:
-                self._lend_wanted = True
-                return False
-            fd, feed, poller = self._fd, self._decoder.feed, select.poll()
-            poller.register(fd, select.POLLIN)
-            while not done():
-                if self.closed.is_set():
-                    return True
-                if not poller.poll(BORROW_POLL_MS):
-                    continue
-                try:
-                    data = os.read(fd, READ_SIZE)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:  # the reader task sees the failure (a socket's EOF/error repeats)
-                    self._lent = False
-                    return True
-                self._borrowed += 1
-                try:
-                    got = feed(data)
-                except ProtocolError as exc:
-                    self._lent = False
-                    self._token.run_sync_soon(self.close, f"protocol error: {exc}")
-                    return True
-                data = b""
-                rest = [frame for frame in got if not own(frame)]
-                if rest:
-                    self._token.run_sync_soon(self._dispatch_all, rest)
-            return True
-        except trio.RunFinishedError:
-            self._lent = False
-            return True
-        except BaseException:  # (Ctrl-C) bytes read may be lost: the stream is not to be trusted
-            self._lent = False
-            try:
-                self._token.run_sync_soon(self.close, "interrupted while reading")
-            except trio.RunFinishedError:
-                pass
-            raise
-        finally:
-            self._rlock.release()
-
-    def _dispatch_all(self, got: list[frames.Frame]) -> None:
-        """Frames a borrower read for others (on the loop thread, in order)."""
-        if self.is_closed:
-            return
-        self._last_received = trio.current_time()
-        try:
-            for frame in got:
-                self._dispatch(frame)
-        except ProtocolError as exc:
-            self.close(f"protocol error: {exc}")
-        except errors.NotConnected:
-            self.close("closed")
-        except Exception:  # as run(): a bug in a handler closes this connection only
-            log.exception("connection %s failed", self.url)
-            self.close("internal error")
-
     @enable_ki_protection  # a client task: Ctrl-C goes to the application's main task (see async_client)
     async def _keep_alive(self) -> None:
         interval = self._config.keep_alive_interval_s
         pinged = False
         while True:
-            before, borrowed = trio.current_time(), self._borrowed
+            before = trio.current_time()
             await trio.sleep(interval)
-            if self._last_received < before and pinged and self._borrowed == borrowed:
+            if self._last_received < before and pinged:
                 self.close_reason = "keep-alive timeout"
                 self._scope.cancel()
                 return

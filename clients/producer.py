@@ -16,7 +16,6 @@ import uuid as uuid_mod
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -29,14 +28,13 @@ from .options import BatchingType, CompressionType, PartitionsRoutingMode, Produ
 from .protocol import batch as batch_codec
 from .protocol import commands as cmds
 from .protocol import compression, frames
-from .protocol.pulsar_api_pb2 import BaseCommand, CommandSendError, CommandSendReceipt, MessageMetadata, ServerError
+from .protocol.pulsar_api_pb2 import CommandSendError, CommandSendReceipt, MessageMetadata, ServerError
 
 if TYPE_CHECKING:
     from .client_context import ClientContext
     from .connection import ClientConnection
 
 log = logging.getLogger(__name__)
-_SEND_RECEIPT = BaseCommand.Type.SEND_RECEIPT
 
 # A batch is sent once it holds 1/PIPELINE_DEPTH of ``max_pending_messages`` (when that is less
 # than ``batching_max_messages``): with the defaults (1,000 and 1,000) one batch would take the
@@ -541,28 +539,6 @@ class Producer:
                 return False
         if rest:
             cnx.finish_direct(rest, self._config.send_timeout_millis / 1000 or 30)
-        return True
-
-    def read_receipt(self, done: Callable[[], bool]) -> None:
-        """From a user thread after ``send_direct``: read the receipt in this thread when the
-        connection lends its socket (``ClientConnection.read_own``), until ``done()``; else
-        (or if it returns early) the loop thread settles the send as usual."""
-        cnx = self._cnx
-        if cnx is not None:
-            cnx.read_own(done, partial(self._own_receipt, cnx))
-
-    def _own_receipt(self, cnx: "ClientConnection", frame: frames.Frame) -> bool:
-        """A borrower's frame: settle it here if it is the receipt of our oldest pending send
-        (anything else, or any doubt, goes to the loop thread)."""
-        cmd = frame.command
-        if cmd.type != _SEND_RECEIPT or cmd.send_receipt.producer_id != self._producer_id:
-            return False
-        receipt = cmd.send_receipt
-        with self._lock:
-            pending = self._pending
-            if cnx is not self._cnx or not pending or pending[0].sequence_id != receipt.sequence_id:
-                return False
-            self._on_receipt(cnx, receipt)
         return True
 
     def _flush_batch(self) -> None:

@@ -81,42 +81,9 @@ async def test_blocking_consumer_returns_permits_from_the_receiving_thread(fake:
     assert await trio.to_thread.run_sync(body) == [10, 5]
 
 
-async def test_blocking_send_reads_its_receipt_while_the_loop_thread_is_busy(fake: FakeBroker) -> None:
-    """A synchronous ``send`` reads its own receipt once the connection lent it the socket:
-    it completes while the client's loop thread is held, which it could not if the receipt
-    had to come through that thread."""
-
-    def body() -> tuple[list[bool], list[int]]:
-        client = clients.Client(fake.url)
-        try:
-            producer = client.create_producer(TOPIC, batching_enabled=False)
-            producer.send(b"first")  # its receipt comes through the loop, which then lends
-            held, freed = threading.Event(), threading.Event()
-
-            def hold() -> None:
-                held.set()
-                time.sleep(2)
-                freed.set()
-
-            client._loop.run_sync_soon(hold)
-            held.wait(5)
-            returned_while_held = []
-            for i in range(3):
-                producer.send(b"%d" % i)
-                returned_while_held.append(not freed.is_set())
-            freed.wait(5)
-            return returned_while_held, [s.sequence_id for s in fake.commands(T.SEND)]
-        finally:
-            client.close()
-
-    returned_while_held, seqs = await trio.to_thread.run_sync(body)
-    assert returned_while_held == [True, True, True]
-    assert seqs == [0, 1, 2, 3]
-
-
-async def test_frames_for_others_flow_while_a_blocking_sender_reads(fake: FakeBroker) -> None:
-    """While synchronous sends read their own receipts, the receipts of another producer on the
-    same connection (and the reply to creating a third) still reach the loop, in order."""
+async def test_sync_and_async_sends_share_a_connection(fake: FakeBroker) -> None:
+    """Synchronous sends (written from the caller's thread) interleaved with another producer's
+    ``send_async`` and the creation of a third on the same connection: all settle, in order."""
 
     def body() -> tuple[list[Any], list[Any], list[Any]]:
         client = clients.Client(fake.url)
@@ -144,9 +111,9 @@ async def test_frames_for_others_flow_while_a_blocking_sender_reads(fake: FakeBr
     assert entries == sorted(entries)
 
 
-async def test_blocking_sends_survive_a_connection_loss_while_lent(fake: FakeBroker) -> None:
-    """A connection lost while a synchronous sender reads its receipts: the send in flight is
-    re-sent after the reconnect and every send returns (nothing acknowledged is lost)."""
+async def test_blocking_sends_survive_a_connection_loss(fake: FakeBroker) -> None:
+    """A connection lost while a synchronous send waits for its receipt: the send is re-sent
+    after the reconnect and every send returns (nothing acknowledged is lost)."""
 
     token = trio.lowlevel.current_trio_token()
 
