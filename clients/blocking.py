@@ -8,6 +8,7 @@ message listeners run on one listener thread per consumer.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
@@ -728,32 +729,39 @@ class _ThreadFlow:
     straight to the socket (``write_direct``) instead of waiting for the loop thread, which a
     busy consumer holding the GIL keeps waiting for up to a switch interval (5 ms: a whole
     queue at 1 KiB), while the broker, out of permits, sends nothing. If the socket is busy the
-    loop sends it (``_credit_on``, dropped if a reconnect meanwhile granted a whole queue)."""
+    loop sends it (``_credit_on``, dropped if a reconnect meanwhile granted a whole queue).
 
-    __slots__ = ("_c", "_loop", "_lock", "_n", "_step")
+    Per message it costs one ``next`` of a counter (atomic, so ``receive`` may run on several
+    threads): ``taken`` numbers the messages; whoever takes number ``next_at`` or later grants
+    every permit up to its number, under a lock, once."""
+
+    __slots__ = ("_c", "_loop", "_lock", "_granted", "_step", "taken", "next_at")
 
     def __init__(self, loop: _LoopThread, inner: Any, step: int) -> None:
         self._c = inner
         self._loop = loop
-        self._lock = threading.Lock()  # receive() may run on several threads at once
-        self._n = 0
+        self._lock = threading.Lock()
         self._step = max(1, step)
+        self._granted = 0  # messages whose permits went back
+        self.taken = itertools.count(1).__next__  # the number of the message just taken
+        self.next_at = self._step
 
-    def taken(self, k: int) -> None:
+    def grant(self, n: int) -> None:
+        """Return the permits of messages ``_granted + 1`` .. ``n`` (``n`` from ``taken``)."""
         with self._lock:
-            n = self._n + k
-            if n < self._step:
-                self._n = n
-                return
-            self._n = 0
+            permits = n - self._granted
+            if permits < self._step:
+                return  # another thread granted them already
+            self._granted = n
+            self.next_at = n + self._step
         c = self._c
         cnx = c._cnx
         if cnx is None:
             return  # disconnected: the reconnect grants a whole queue
-        rest = cnx.write_direct(c.flow_frame(n))
+        rest = cnx.write_direct(c.flow_frame(permits))
         if rest is None:
             try:
-                self._loop.run_sync_soon(lambda: c._credit_on(cnx, n))
+                self._loop.run_sync_soon(lambda: c._credit_on(cnx, permits))
             except errors.AlreadyClosed:  # the client is closing: no more messages to permit
                 pass
         elif rest:
@@ -897,7 +905,9 @@ class Consumer:
         self._taken.add(msg)
         flow = self._flow
         if flow is not None:
-            flow.taken(1)
+            n = flow.taken()
+            if n >= flow.next_at:
+                flow.grant(n)
         return msg
 
     def receive_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
@@ -907,8 +917,14 @@ class Consumer:
         c._check_open()
         out = _take_many(c._queue, max_messages, timeout_millis, self._calls.sync)
         self._calls.call_soon(self._report, out)  # a dequeue report: acks may pass it
-        if self._flow is not None:
-            self._flow.taken(len(out))
+        flow = self._flow
+        if flow is not None:
+            taken = flow.taken
+            for _ in range(len(out) - 1):
+                taken()
+            n = taken()
+            if n >= flow.next_at:
+                flow.grant(n)
         return out
 
     def batch_receive(self) -> list[Message]:
