@@ -8,10 +8,12 @@ message listeners run on one listener thread per consumer.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import threading
 from collections import deque
+from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,6 +21,7 @@ import trio
 
 from . import errors
 from .async_client import AsyncClient, result_of
+from .consumer import Consumer as SingleConsumer
 from .consumer import ConsumerConfig
 from .message import Message
 from .message_id import MessageId
@@ -720,6 +723,51 @@ class _TakenReport:
             self._dequeued_many(taken)
 
 
+class _ThreadFlow:
+    """Permits of a single-topic consumer, returned from the thread that takes the messages: once
+    ``step`` (half the receiver queue, as the official client) were taken, the FLOW frame goes
+    straight to the socket (``write_direct``) instead of waiting for the loop thread, which a
+    busy consumer holding the GIL keeps waiting for up to a switch interval (5 ms: a whole
+    queue at 1 KiB), while the broker, out of permits, sends nothing. If the socket is busy the
+    loop sends it (``_credit_on``, dropped if a reconnect meanwhile granted a whole queue).
+
+    Per message it costs one ``next`` of a counter (atomic, so ``receive`` may run on several
+    threads): ``taken`` numbers the messages; whoever takes number ``next_at`` or later grants
+    every permit up to its number, under a lock, once."""
+
+    __slots__ = ("_c", "_loop", "_lock", "_granted", "_step", "taken", "next_at")
+
+    def __init__(self, loop: _LoopThread, inner: Any, step: int) -> None:
+        self._c = inner
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._step = max(1, step)
+        self._granted = 0  # messages whose permits went back
+        self.taken = itertools.count(1).__next__  # the number of the message just taken
+        self.next_at = self._step
+
+    def grant(self, n: int) -> None:
+        """Return the permits of messages ``_granted + 1`` .. ``n`` (``n`` from ``taken``)."""
+        with self._lock:
+            permits = n - self._granted
+            if permits < self._step:
+                return  # another thread granted them already
+            self._granted = n
+            self.next_at = n + self._step
+        c = self._c
+        cnx = c._cnx
+        if cnx is None:
+            return  # disconnected: the reconnect grants a whole queue
+        rest = cnx.write_direct(c.flow_frame(permits))
+        if rest is None:
+            try:
+                self._loop.run_sync_soon(lambda: c._credit_on(cnx, permits))
+            except errors.AlreadyClosed:  # the client is closing: no more messages to permit
+                pass
+        elif rest:
+            cnx.finish_direct(rest, c._ctx.config.operation_timeout_s or 30)
+
+
 class _AckGroup:
     """Ids acknowledged one by one, handed to the loop as one call per burst (``_posted`` as in
     ``_TakenReport``). A group only takes acks while it is the newest deferred call: any other
@@ -804,7 +852,15 @@ class Consumer:
         self._c = inner
         config = inner._config
         self._calls = _consumer_calls(loop, config)
-        self._taken = _TakenReport(self._calls, inner._dequeued_many, config.receiver_queue_size // 8)
+        # A single-topic consumer returns permits from the receiving thread; the loop then only
+        # tracks what was taken (last id, ack timeout). A multi-topic one routes them there.
+        self._flow: _ThreadFlow | None = None
+        report = inner._dequeued_many
+        if isinstance(inner, SingleConsumer) and inner._own_queue:
+            self._flow = _ThreadFlow(loop, inner, inner._refill_at)
+            report = partial(inner._dequeued_many, permits=False)
+        self._report = report
+        self._taken = _TakenReport(self._calls, report, config.receiver_queue_size // 8)
         self._acks = _AckGroup()
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
 
@@ -847,6 +903,11 @@ class Consumer:
             self._calls.sync()  # returned permits (and acks) leave before we wait
             msg = c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
         self._taken.add(msg)
+        flow = self._flow
+        if flow is not None:
+            n = flow.taken()
+            if n >= flow.next_at:
+                flow.grant(n)
         return msg
 
     def receive_many(self, max_messages: int = 1000, timeout_millis: int | None = None) -> list[Message]:
@@ -855,7 +916,15 @@ class Consumer:
         c = self._c
         c._check_open()
         out = _take_many(c._queue, max_messages, timeout_millis, self._calls.sync)
-        self._calls.call_soon(c._dequeued_many, out)  # a dequeue report: acks may pass it
+        self._calls.call_soon(self._report, out)  # a dequeue report: acks may pass it
+        flow = self._flow
+        if flow is not None:
+            taken = flow.taken
+            for _ in range(len(out) - 1):
+                taken()
+            n = taken()
+            if n >= flow.next_at:
+                flow.grant(n)
         return out
 
     def batch_receive(self) -> list[Message]:

@@ -459,15 +459,28 @@ class Consumer(ConsumerBase):
             except errors.NotConnected:
                 pass
 
-    def _dequeued_many(self, msgs: list[Message]) -> None:
+    def flow_frame(self, permits: int) -> bytes:
+        """A FLOW frame granting ``permits`` (a pure encoding: the blocking facade writes it
+        from the consuming thread, see ``blocking._ThreadFlow``)."""
+        return frames.encode_command(cmds.flow(self._consumer_id, permits))
+
+    def _credit_on(self, cnx: "ClientConnection", n: int) -> None:
+        """``_credit`` of permits counted for ``cnx`` elsewhere (a FLOW the consuming thread
+        could not write itself); none if a reconnect since granted a whole queue afresh."""
+        if cnx is self._cnx:
+            self._credit(n)
+
+    def _dequeued_many(self, msgs: list[Message], permits: bool = True) -> None:
         """``_on_dequeued`` for many of our own messages at once: one permit check, one
-        last-dequeued update (the blocking facade reports what it took in bulk)."""
+        last-dequeued update (the blocking facade reports what it took in bulk; ``permits``
+        False: it returned their permits itself)."""
         if not self._own_queue or not msgs:  # a child of a multi-topic consumer: route each
             super()._dequeued_many(msgs)
             return
-        self._permits += len(msgs)
-        if self._permits >= self._refill_at:
-            self._credit(0)
+        if permits:
+            self._permits += len(msgs)
+            if self._permits >= self._refill_at:
+                self._credit(0)
         self._last_dequeued = msgs[-1]._id
         if self._config.unacked_messages_timeout_ms:
             now, delivered = trio.current_time(), self._redelivery.delivered

@@ -3,11 +3,14 @@ after a connection loss, chunk layout, batch metadata. Fast: no broker process."
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import pytest
 import trio
 
+import clients
 from clients import AsyncClient
 from clients.protocol import batch, frames
 from clients.protocol.pulsar_api_pb2 import BaseCommand
@@ -44,6 +47,98 @@ async def test_flow_refills_at_half_the_queue(fake: FakeBroker) -> None:
             await consumer.receive(5000)
         await trio.sleep(0.1)
         assert [f.messagePermits for f in fake.commands(T.FLOW)][:5] == [10, 5, 5, 5, 5]
+
+
+async def test_blocking_consumer_returns_permits_from_the_receiving_thread(fake: FakeBroker) -> None:
+    """The blocking ``receive`` grants permits back itself once half the queue was taken: a
+    loop thread that is busy (here: held) must not keep the broker without permits."""
+
+    def body() -> list[int]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            for i in range(10):
+                producer.send(b"%d" % i)
+            consumer = client.subscribe(TOPIC, "sub", receiver_queue_size=10,
+                                        initial_position=clients.InitialPosition.Earliest)
+            deadline = time.monotonic() + 5
+            while len(consumer._c._queue) < 10 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            release = threading.Event()
+            client._loop.run_sync_soon(lambda: release.wait(10))  # the loop thread is held from here
+            try:
+                for _ in range(5):
+                    consumer.receive(1000)
+                deadline = time.monotonic() + 3
+                while len(fake.commands(T.FLOW)) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                return [f.messagePermits for f in fake.commands(T.FLOW)]
+            finally:
+                release.set()
+        finally:
+            client.close()
+
+    assert await trio.to_thread.run_sync(body) == [10, 5]
+
+
+async def test_sync_and_async_sends_share_a_connection(fake: FakeBroker) -> None:
+    """Synchronous sends (written from the caller's thread) interleaved with another producer's
+    ``send_async`` and the creation of a third on the same connection: all settle, in order."""
+
+    def body() -> tuple[list[Any], list[Any], list[Any]]:
+        client = clients.Client(fake.url)
+        try:
+            sync_producer = client.create_producer(TOPIC, batching_enabled=False)
+            other = client.create_producer(TOPIC + "-other", batching_enabled=False)
+            settled: list[Any] = []
+            sync_ids: list[Any] = []
+            for i in range(200):
+                sync_ids.append(sync_producer.send(b"s%d" % i))
+                if i % 10 == 0:
+                    other.send_async(b"o%d" % i, lambda res, mid: settled.append((res, mid)))
+                if i == 100:
+                    third = client.create_producer(TOPIC + "-third", batching_enabled=False)
+                    third.send(b"t")
+            other.flush()
+            return sync_ids, settled, fake.commands(T.SEND)
+        finally:
+            client.close()
+
+    sync_ids, settled, _ = await trio.to_thread.run_sync(body)
+    assert len(sync_ids) == 200 and len({(m.ledger_id(), m.entry_id()) for m in sync_ids}) == 200
+    assert [res for res, _ in settled] == [clients.Result.Ok] * 20
+    entries = [mid.entry_id() for _, mid in settled]
+    assert entries == sorted(entries)
+
+
+async def test_blocking_sends_survive_a_connection_loss(fake: FakeBroker) -> None:
+    """A connection lost while a synchronous send waits for its receipt: the send is re-sent
+    after the reconnect and every send returns (nothing acknowledged is lost)."""
+
+    token = trio.lowlevel.current_trio_token()
+
+    def drop() -> None:
+        fake.hold_receipts = False
+        fake.drop_connections()
+
+    def body() -> int:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+            for i in range(50):
+                if i in (10, 30):  # this send's receipt is held, then its connection lost
+                    fake.hold_receipts = True
+                    threading.Timer(0.2, lambda: trio.from_thread.run_sync(drop, trio_token=token)).start()
+                producer.send(b"%d" % i)
+            return 50
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == 50
+    seqs = [s.sequence_id for s in fake.commands(T.SEND)]
+    assert sorted(set(seqs)) == list(range(50))
+    assert seqs.count(10) >= 2 and seqs.count(30) >= 2  # re-sent after each loss
 
 
 async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
