@@ -723,6 +723,33 @@ class _TakenReport:
             self._dequeued_many(taken)
 
 
+class _LastTaken:
+    """``_TakenReport`` of a consumer whose report needs only the last message taken (one
+    topic, permits returned by ``_ThreadFlow``, no ack timeout to track per message): ``add``
+    stores it, and posts a report if none is pending (cleared before the loop reads the last
+    message, so a message stored after that read always posts a new report)."""
+
+    __slots__ = ("_calls", "_dequeued_many", "_last", "_posted")
+
+    def __init__(self, calls: _DeferredCalls, dequeued_many: Callable[[list[Message]], None]) -> None:
+        self._calls = calls
+        self._dequeued_many = dequeued_many
+        self._last: Message | None = None
+        self._posted = False
+
+    def add(self, msg: Message) -> None:
+        self._last = msg
+        if not self._posted:
+            self._posted = True
+            self._calls.call_soon(self._report, None)
+
+    def _report(self, _: Any) -> None:
+        self._posted = False
+        last = self._last
+        if last is not None:
+            self._dequeued_many([last])
+
+
 class _ThreadFlow:
     """Permits of a single-topic consumer, returned from the thread that takes the messages: once
     ``step`` (half the receiver queue, as the official client) were taken, the FLOW frame goes
@@ -769,14 +796,16 @@ class _ThreadFlow:
 
 
 class _AckGroup:
-    """Ids acknowledged one by one, handed to the loop as one call per burst (``_posted`` as in
-    ``_TakenReport``). A group only takes acks while it is the newest deferred call: any other
-    call (a nack, a cumulative ack) starts a new group, so acks never overtake it."""
+    """Messages acknowledged one by one, handed to the loop as one call per burst (``_posted``
+    as in ``_TakenReport``). A group only takes acks while it is the newest deferred call: any
+    other call (a nack, a cumulative ack) starts a new group, so acks never overtake it. It
+    holds the messages, not their ids: the loop builds an id only for the ack that completes
+    an entry."""
 
-    __slots__ = ("ids", "posted")
+    __slots__ = ("msgs", "posted")
 
     def __init__(self) -> None:
-        self.ids: deque[MessageId] = deque()
+        self.msgs: deque[Message] = deque()
         self.posted = False
 
 
@@ -860,7 +889,11 @@ class Consumer:
             self._flow = _ThreadFlow(loop, inner, inner._refill_at)
             report = partial(inner._dequeued_many, permits=False)
         self._report = report
-        self._taken = _TakenReport(self._calls, report, config.receiver_queue_size // 8)
+        self._taken: _TakenReport | _LastTaken
+        if self._flow is not None and not config.unacked_messages_timeout_ms:
+            self._taken = _LastTaken(self._calls, report)
+        else:
+            self._taken = _TakenReport(self._calls, report, config.receiver_queue_size // 8)
         self._acks = _AckGroup()
         self._listener = _Listener(self, self.receive, listener) if listener is not None else None
 
@@ -872,9 +905,9 @@ class Consumer:
     def _flush_acks(self, group: _AckGroup) -> None:
         group.posted = False
         try:
-            self._c._ack_many(group.ids)
+            self._c._ack_many(group.msgs)
         except errors.PulsarException:  # closed meanwhile: its acks do not matter any more
-            group.ids.clear()
+            group.msgs.clear()
 
     def _run(self, afn: Callable[..., Any], *args: Any) -> Any:
         """A call on the loop thread after the deferred ones (acks, dequeue reports) before it."""
@@ -898,8 +931,9 @@ class Consumer:
         c = self._c
         if c._closed or c._fatal is not None:
             c._check_open()
-        msg = c._queue.get_nowait()
-        if msg is None:
+        try:  # MessageQueue.get_nowait, inlined (``_items`` is read anew: ``remove_if`` replaces it)
+            msg = c._queue._items.popleft()
+        except IndexError:
             self._calls.sync()  # returned permits (and acks) leave before we wait
             msg = c._queue.get_blocking(None if timeout_millis is None else timeout_millis / 1000)
         self._taken.add(msg)
@@ -941,7 +975,7 @@ class Consumer:
             if c._closed or c._fatal is not None:
                 c._check_open()
             group = self._acks
-            group.ids.append(message._id)
+            group.msgs.append(message)
             if not group.posted:
                 group.posted = True
                 self._calls.call_soon(self._flush_acks, group)

@@ -249,7 +249,7 @@ class Consumer(ConsumerBase):
         self._start_filter: tuple[MessageId, bool] | None = None
         if start is not None and not start.is_earliest() and not start.is_latest():
             self._start_filter = (start, config.start_message_id_inclusive)
-        self._last_dequeued: MessageId | None = None
+        self._last_dequeued: Message | None = None  # (its id is built only if needed)
         # Acks waiting for the group timer.
         self._acks = AckGroupingTracker(self._consumer_id, config.ack_group_time_ms, lambda: self._cnx)
         # Batches delivered but not fully acked: (ledger, entry) -> batch indexes still unacked.
@@ -310,7 +310,8 @@ class Consumer(ConsumerBase):
         cfg = self._config
         start = None
         if not cfg.durable:
-            sid = self._last_dequeued or cfg.start_message_id or MessageId.latest
+            last = self._last_dequeued
+            sid = (last._id if last is not None else None) or cfg.start_message_id or MessageId.latest
             start = sid.to_proto(with_batch=False)
         return cmds.subscribe(
             self._topic,
@@ -481,38 +482,37 @@ class Consumer(ConsumerBase):
             self._permits += len(msgs)
             if self._permits >= self._refill_at:
                 self._credit(0)
-        self._last_dequeued = msgs[-1]._id
+        self._last_dequeued = msgs[-1]
         if self._config.unacked_messages_timeout_ms:
             now, delivered = trio.current_time(), self._redelivery.delivered
             for msg in msgs:
-                mid = msg._id
-                delivered((mid._ledger, mid._entry), now)
+                delivered(msg._entry.key, now)
 
-    def _ack_many(self, ids: "deque[MessageId]") -> None:
-        """``_ack`` of ids the blocking facade queued (popped here, while it may still append)."""
+    def _ack_many(self, msgs: "deque[Message]") -> None:
+        """``_ack`` of messages of ours the blocking facade queued (popped here, while it may
+        still append): an id is only built for the message that completes its entry."""
         self._check_open()
-        ack, pop = self._ack, ids.popleft
+        ack, pop = self._ack, msgs.popleft
         unacked = self._batch_unacked
         index_acks = self._config.batch_index_ack_enabled
-        while ids:
-            mid = pop()
-            if mid._batch >= 0 and not index_acks:
+        while msgs:
+            msg = pop()
+            batch = msg._batch  # >= 0 only for a batched message (a chunked one has -1)
+            if batch >= 0 and not index_acks:
                 # Most acks only tick off one message of a batch: the entry is acked with the last.
-                pending = unacked.get((mid._ledger, mid._entry))
-                if pending is not None and len(pending) > 1 and mid._batch in pending and not mid.chunk_ids:
-                    pending.discard(mid._batch)
+                pending = unacked.get(msg._entry.key)
+                if pending is not None and len(pending) > 1 and batch in pending:
+                    pending.discard(batch)
                     continue
-            ack(mid)
+            ack(msg._id)
 
     def _on_dequeued(self, msg: Message) -> None:
         self._permits += 1
         if self._permits >= self._refill_at:
             self._credit(0)
-        mid = msg._id
-        self._last_dequeued = mid
+        self._last_dequeued = msg
         if self._config.unacked_messages_timeout_ms:
-            key = (mid._ledger, mid._entry)
-            self._redelivery.delivered(key, trio.current_time())
+            self._redelivery.delivered(msg._entry.key, trio.current_time())
 
     def _discard(self, cnx: "ClientConnection", mid: MessageIdData, error: int, count: int) -> None:
         log.warning("%s: discarding entry %s (validation error %s)", self._topic, cmds.message_id_tuple(mid), error)
@@ -549,7 +549,8 @@ class Consumer(ConsumerBase):
             return
         ledger, entry = cmds.signed64(wire_id.ledgerId), cmds.signed64(wire_id.entryId)
         partition = wire_id.partition if wire_id.partition >= 0 else self._partition
-        n = meta.num_messages_in_batch if meta.HasField("num_messages_in_batch") else 1
+        batched = meta.HasField("num_messages_in_batch")
+        n = meta.num_messages_in_batch if batched else 1
         if meta.HasField("num_chunks_from_msg") and meta.num_chunks_from_msg > 1:
             self._on_chunk(cmd, meta, payload, ledger, entry, partition)
             return
@@ -563,15 +564,22 @@ class Consumer(ConsumerBase):
             except ProtocolError:
                 self._discard(cnx, wire_id, CommandAck.DecompressionError, n)
                 return
+            start, end = 0, len(data)
+        elif batched and frame.buffer is not None:
+            # Split in place, in the bytes the frame was received in: no copy of the batch
+            # (the payloads of its messages are views of it from VIEWS_FROM bytes on).
+            data, end = frame.buffer, frame.end
+            start = end - len(payload)
         else:
             data = bytes(payload)
+            start, end = 0, len(data)
         redelivery = cmd.redelivery_count
         key = (ledger, entry)
         topic = self._topic  # set in every id: lets a multi-topic consumer route acks by id alone
         info = EntryInfo(topic, meta.publish_time, redelivery, meta.producer_name, self._config.schema,
-                         meta.schema_version)
+                         meta.schema_version, key, partition, n if batched else 0)
         out: list[Message] = []
-        if not meta.HasField("num_messages_in_batch"):
+        if not batched:
             if self._start_filter is None or not self._is_prior(ledger, entry, -1):
                 props = {kv.key: kv.value for kv in meta.properties} if meta.properties else None
                 out.append(
@@ -582,36 +590,34 @@ class Consumer(ConsumerBase):
                 )
         else:
             try:
-                items = batch_codec.split_batch(data, n, VIEWS_FROM)
+                items = batch_codec.split_batch(data, n, VIEWS_FROM, start, end)
             except ProtocolError:
                 self._discard(cnx, wire_id, CommandAck.BatchDeSerializeError, n)
                 return
             # Hot loop (one iteration per message): positional arguments, no per-message dicts;
-            # plain records (smm None: no properties/keys/event time) skip protobuf entirely.
+            # plain records (smm None: no properties/keys/event time) skip protobuf entirely, and
+            # the message id is built from ``info`` and the batch index only if asked for.
             deliver = batch_codec.unacked_indexes(list(cmd.ack_set), n) if cmd.ack_set else None
             first_seq = meta.sequence_id
             append = out.append
             if deliver is None and self._start_filter is None:
                 for i, (smm, seq, body) in enumerate(items):
                     if smm is None:
-                        append(Message(body, MessageId(partition, ledger, entry, i, n, topic), info,
-                                       seq if seq >= 0 else first_seq + i, self))
+                        append(Message(body, None, info, seq if seq >= 0 else first_seq + i, self, None, i))
                     elif not smm.compacted_out:
-                        append(self._batched(smm, body, MessageId(partition, ledger, entry, i, n, topic), info,
-                                             first_seq + i))
+                        append(self._batched(smm, body, i, info, first_seq + i))
             else:
                 for i, (smm, seq, body) in enumerate(items):
                     if deliver is not None and i not in deliver:
                         continue
                     if self._start_filter is not None and self._is_prior(ledger, entry, i):
                         continue
-                    mid = MessageId(partition, ledger, entry, i, n, topic)
                     if smm is None:
-                        append(Message(body, mid, info, seq if seq >= 0 else first_seq + i, self))
+                        append(Message(body, None, info, seq if seq >= 0 else first_seq + i, self, None, i))
                     elif not smm.compacted_out:
-                        append(self._batched(smm, body, mid, info, first_seq + i))
+                        append(self._batched(smm, body, i, info, first_seq + i))
             if out:
-                self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._id._batch for m in out}
+                self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._batch for m in out}
                 self._batch_sizes[key] = n
         skipped = n - len(out)
         if skipped > 0:
@@ -622,12 +628,12 @@ class Consumer(ConsumerBase):
         if out:
             self._queue.put_many(out)
 
-    def _batched(self, smm: Any, body: bytes | memoryview, mid: MessageId, info: EntryInfo, default_seq: int) -> Message:
+    def _batched(self, smm: Any, body: bytes | memoryview, index: int, info: EntryInfo, default_seq: int) -> Message:
         """A batched message with its own metadata (properties, keys, event time)."""
         props = {kv.key: kv.value for kv in smm.properties} if smm.properties else None
         return Message(
-            body, mid, info, smm.sequence_id if smm.HasField("sequence_id") else default_seq, self,
-            extra_of(props, smm.partition_key, smm.ordering_key, smm.event_time, smm.null_value),
+            body, None, info, smm.sequence_id if smm.HasField("sequence_id") else default_seq, self,
+            extra_of(props, smm.partition_key, smm.ordering_key, smm.event_time, smm.null_value), index,
         )
 
     def _on_chunk(
@@ -653,7 +659,7 @@ class Consumer(ConsumerBase):
             self._credit(1)
             return
         info = EntryInfo(self._topic, meta.publish_time, cmd.redelivery_count, meta.producer_name,
-                         self._config.schema, meta.schema_version)
+                         self._config.schema, meta.schema_version, (ledger, entry), partition)
         props = {kv.key: kv.value for kv in meta.properties} if meta.properties else None
         extra = extra_of(props, meta.partition_key, meta.ordering_key, meta.event_time, meta.null_value)
         self._queue.put(Message(whole, mid, info, meta.sequence_id, self, extra))
@@ -833,7 +839,7 @@ class Consumer(ConsumerBase):
             return False
         last_key = last._key()
         if self._last_dequeued is not None:
-            return last_key > self._last_dequeued._key()
+            return last_key > self._last_dequeued._id._key()
         start = self._config.start_message_id
         if start is None or start.is_latest():
             # The mark-delete position covers whole entries: compare (ledger, entry) only.

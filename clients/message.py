@@ -3,9 +3,11 @@
 A consumer builds one ``Message`` per received message, on its hottest path, so a message only
 stores what differs from its siblings: payload, id, sequence id and the consumer to ack it by.
 What all messages of an entry share (topic, publish time, producer, redelivery count, schema)
-sits in one ``EntryInfo``; properties, keys, event time and the null flag, absent from most
-messages, sit in an optional ``extra`` tuple. A large payload stays a view into its batch until
-``data()`` is called.
+sits in one ``EntryInfo``, with the entry's position; a batched message adds its batch index, and
+its ``MessageId`` is only built when asked for (the blocking consumer acks by message, so a
+receive-and-ack loop never builds one). Properties, keys, event time and the null flag, absent
+from most messages, sit in an optional ``extra`` tuple. A large payload stays a view into its
+batch until ``data()`` is called.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class EntryInfo(NamedTuple):
     producer_name: str = ""
     schema: Any = None
     schema_version: bytes = b""
+    # The entry's position (what a batched message's id is built from).
+    key: tuple[int, int] = (-1, -1)  # (ledger, entry)
+    partition: int = -1
+    batch_size: int = 0  # messages in the batch (0: not a batch)
 
 
 class Extra(NamedTuple):
@@ -53,23 +59,34 @@ def extra_of(properties: dict[str, str] | None, partition_key: str, ordering_key
 class Message:
     """A received message (payload, metadata and the id to acknowledge it by)."""
 
-    __slots__ = ("_data", "_id", "_entry", "_seq", "_consumer", "_extra")
+    __slots__ = ("_data", "_mid", "_entry", "_batch", "_seq", "_consumer", "_extra")
 
     def __init__(
         self,
         data: bytes | memoryview,
-        message_id: MessageId,
+        message_id: MessageId | None,
         entry: EntryInfo,
         sequence_id: int = -1,
         consumer: "Consumer | None" = None,
         extra: Extra | None = None,
+        batch_index: int = -1,
     ) -> None:
         self._data = data
-        self._id = message_id
+        self._mid = message_id  # None: built from ``entry`` and ``batch_index`` on first use
         self._entry = entry
+        self._batch = batch_index
         self._seq = sequence_id
         self._consumer = consumer  # the single-topic consumer that must ack it
         self._extra = extra
+
+    @property
+    def _id(self) -> MessageId:
+        mid = self._mid
+        if mid is None:
+            e = self._entry
+            key = e.key
+            mid = self._mid = MessageId(e.partition, key[0], key[1], self._batch, e.batch_size, e.topic)
+        return mid
 
     def data(self) -> bytes:
         data = self._data
@@ -100,7 +117,8 @@ class Message:
         return (self._extra or _NO_EXTRA).event_timestamp
 
     def message_id(self) -> MessageId:
-        return self._id
+        mid = self._mid
+        return mid if mid is not None else self._id
 
     def redelivery_count(self) -> int:
         return self._entry.redelivery_count

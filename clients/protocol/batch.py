@@ -89,7 +89,7 @@ def parse_batch(payload: Buffer, count: int) -> list[tuple[SingleMessageMetadata
 
 
 def split_batch(
-    payload: Buffer, count: int, views_from: int = 1 << 62
+    payload: Buffer, count: int, views_from: int = 1 << 62, start: int = 0, end: int | None = None
 ) -> list[tuple[SingleMessageMetadata | None, int, bytes | memoryview]]:
     """Split a batch payload into ``count`` (metadata, sequence id, payload) triples.
 
@@ -99,16 +99,43 @@ def split_batch(
     ``(SingleMessageMetadata, -1, payload)``. This is the consumer's per-message hot path, so
     it works on ``bytes`` (indexing is cheaper than on a memoryview) and slices payloads out:
     copies, except payloads of at least ``views_from`` bytes, which come back as views of the
-    batch (no copy of large payloads nobody may read)."""
+    batch (no copy of large payloads nobody may read).
+
+    ``start``/``end``: the batch is ``payload[start:end]`` (a frame's payload inside the bytes
+    it was received in, split without copying it out first)."""
     if count < 0:
         raise BatchFormatError(f"negative batch size {count}")
     buf = payload if type(payload) is bytes else bytes(payload)
-    end_all = len(buf)
+    end_all = len(buf) if end is None else end
+    if not 0 <= start <= end_all <= len(buf):
+        raise BatchFormatError(f"batch span {start}:{end_all} outside a buffer of {len(buf)} bytes")
     out: list[tuple[SingleMessageMetadata | None, int, bytes | memoryview]] = []
     append, unpack = out.append, _U32.unpack_from
     view = memoryview(buf)
-    pos = 0
+    pos = start
+    # The header of the last plain record read inline, ``[u32 metadata size] 0x18 <size> 0x40``
+    # (``hl`` bytes), its sequence id's width and its payload size: producers repeat it for
+    # every message of one size, so a record that starts with it only needs its sequence id read.
+    head, hl, width, hsize = b"", 0, 0, 0
     for i in range(count):
+        if hl and buf.startswith(head, pos, end_all) and pos + hl + width <= end_all:
+            p = pos + hl
+            b = buf[p]
+            if width == 1:
+                seq = b if b < 0x80 else -1
+            elif width == 2:
+                seq = (b & 0x7F) | (buf[p + 1] << 7) if b >= 0x80 and buf[p + 1] < 0x80 else -1
+            elif b >= 0x80 and buf[p + 1] >= 0x80 and buf[p + 2] < 0x80:
+                seq = (b & 0x7F) | ((buf[p + 1] & 0x7F) << 7) | (buf[p + 2] << 14)
+            else:
+                seq = -1
+            if seq >= 0:
+                pos = p + width
+                if hsize > end_all - pos:
+                    raise BatchFormatError(f"message {i}: payload size {hsize} runs past the batch")
+                append((None, seq, buf[pos : pos + hsize] if hsize < views_from else view[pos : pos + hsize]))
+                pos += hsize
+                continue
         if end_all - pos < 4:
             raise BatchFormatError(f"batch truncated before message {i} of {count}")
         (meta_size,) = unpack(buf, pos)
@@ -140,6 +167,8 @@ def split_batch(
                         seq = (b & 0x7F) | (buf[p + 2] << 7)
                 elif n == 4 and b >= 0x80 and buf[p + 2] >= 0x80 and buf[p + 3] < 0x80:
                     seq = (b & 0x7F) | ((buf[p + 2] & 0x7F) << 7) | (buf[p + 3] << 14)
+                if seq >= 0:
+                    head, hl, width, hsize = buf[pos - 4 : p + 1], p + 5 - pos, n - 1, size
         if seq >= 0:
             meta = None
         else:

@@ -110,6 +110,9 @@ class Frame:
     ``metadata_and_payload`` is ``[metaSize][metadata][payload]`` (None for simple commands);
     ``checksum_ok`` is None when the sender added no CRC; ``entry`` is the bytes from the 0x0e01
     magic on (what the broker stores), or ``[metaSize]...`` when there was no checksum.
+    ``FrameDecoder`` also sets ``buffer``, the bytes the frame lies in, and ``end``, where the
+    frame ends in them: the payload (a suffix of the frame) is ``buffer[end - len(payload):end]``,
+    which a consumer splits in place instead of copying it to ``bytes`` first.
     """
 
     command: BaseCommand
@@ -117,6 +120,8 @@ class Frame:
     checksum_ok: bool | None = None
     entry: memoryview | None = None
     broker_entry_metadata: BrokerEntryMetadata | None = None
+    buffer: bytes | None = None
+    end: int = 0
 
     def metadata(self) -> MessageMetadata:
         """Parse the MessageMetadata of a payload frame."""
@@ -278,11 +283,14 @@ class FrameDecoder:
                 if end - pos - 4 < total:
                     need = 4 + total
                     break
-                frames.append(decode_frame(view[pos + 4 : pos + 4 + total]))
-                pos += 4 + total
+                frame_end = pos + 4 + total
+                frame = decode_frame(view[pos + 4 : frame_end])
+                frame.buffer, frame.end = data, frame_end
+                frames.append(frame)
+                pos = frame_end
         finally:
-            if pos < end:
-                self._parts.append(data if pos == 0 else bytes(view[pos:]))
+            if pos < end:  # a view, not a copy: the join that completes the frame copies it
+                self._parts.append(data if pos == 0 else view[pos:])
                 self._have = end - pos
                 self._need = need
 

@@ -43,3 +43,16 @@ def test_comparisons_match_official(a: tuple[int, ...], b: tuple[int, ...]) -> N
     assert (qa >= qb) == (oa >= ob)
     if qa == qb:
         assert hash(qa) == hash(qb)
+
+
+def test_a_batched_message_builds_its_id_on_first_use() -> None:
+    from clients.message import EntryInfo, Message
+
+    info = EntryInfo("persistent://t/n/a", 5, 0, "p", None, b"", (7, 9), 2, 10)
+    msg = Message(b"x", None, info, 42, None, None, 3)
+    mid = msg.message_id()
+    assert (mid.partition(), mid.ledger_id(), mid.entry_id(), mid.batch_index()) == (2, 7, 9, 3)
+    assert mid.batch_size == 10 and mid.topic == "persistent://t/n/a" and mid.chunk_ids == ()
+    assert msg.message_id() is mid and msg._id is mid  # built once
+    eager = MessageId(2, 7, 9, 3, 10, "persistent://t/n/a")
+    assert Message(b"x", eager, info, 42).message_id() is eager

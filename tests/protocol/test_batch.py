@@ -148,3 +148,47 @@ def test_split_batch_gives_views_of_large_payloads() -> None:
     (_, _, big), (_, _, small) = b.split_batch(payload, 2, views_from=512)
     assert type(big) is memoryview and big == b"a" * 600 and type(small) is bytes and small == b"small"
     assert all(type(p) is bytes for _, _, p in b.split_batch(payload, 2))
+
+
+def test_split_batch_reads_a_span_in_place() -> None:
+    # A batch inside larger bytes (a frame's payload in the read it arrived in) splits as the
+    # batch alone, payloads sliced from the surrounding bytes; a span past the bytes is refused.
+    items = [(b"a" * 600, 1), (b"small", 2), (b"", 3)]
+    batch = b.serialize_plain_batch(items)
+    around = b"x" * 17 + batch + b"y" * 9
+    got = b.split_batch(around, 3, 512, 17, 17 + len(batch))
+    assert got == b.split_batch(batch, 3, 512) == [(None, seq, data) for data, seq in items]
+    assert type(got[0][2]) is memoryview and got[0][2].obj is around
+    with pytest.raises(BatchFormatError):
+        b.split_batch(around, 4, 512, 17, 17 + len(batch))  # the span ends before a 4th record
+    with pytest.raises(BatchFormatError):
+        b.split_batch(around, 3, 512, 17, len(around) + 1)
+
+
+_SEQS = st.one_of(st.integers(0, 300), st.integers(16_300, 16_500), st.integers(2**21 - 50, 2**21 + 50),
+                  st.integers(0, 2**64 - 1))
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 5, 127, 128, 600, 16_383, 16_384]), _SEQS,
+                          st.sampled_from(["plain", "plain", "plain", "no-seq", "property"])), max_size=40))
+def test_split_batch_of_repeated_headers_matches_protobuf(records: list[tuple[int, int, str]]) -> None:
+    # Runs of records with one payload size (the repeated-header fast path) mixed with sizes,
+    # sequence id widths and metadata that break a run: every record reads as protobuf reads it.
+    metas = []
+    for size, seq, kind in records:
+        meta = pb.SingleMessageMetadata(payload_size=size)
+        if kind != "no-seq":
+            meta.sequence_id = seq
+        if kind == "property":
+            meta.properties.add(key="k", value="v")
+        metas.append(meta)
+    payloads = [bytes([i % 251]) * size for i, (size, _, _) in enumerate(records)]
+    batch = b.serialize_batch(zip([m.SerializeToString() for m in metas], payloads))
+    got = b.split_batch(b"pad" + batch, len(records), 512, 3, 3 + len(batch))
+    for meta, payload, (smm, seq, body) in zip(metas, payloads, got):
+        assert bytes(body) == payload
+        if smm is None:
+            assert not meta.properties and seq == (meta.sequence_id if meta.HasField("sequence_id") else -1)
+        else:
+            assert smm == meta and seq == -1
+    assert len(got) == len(records)

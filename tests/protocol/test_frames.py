@@ -204,3 +204,18 @@ def test_large_frame_in_small_chunks() -> None:
     tail = f.encode_command(c.ping())
     assert len(dec.feed(frame + tail[:3])) == 1 and dec.buffered == 3
     assert [fr.command.type for fr in dec.feed(tail[3:])] == [pb.BaseCommand.PING]
+
+
+def test_decoder_frames_locate_their_payload_in_the_received_bytes() -> None:
+    # Whether a frame arrives whole, with others, or in pieces (joined when complete), its
+    # payload is the tail of buffer[:end]: what a consumer splits in place without copying.
+    payloads = [bytes([i]) * (100 + 37 * i) for i in range(5)]
+    stream = b"".join(f.encode_payload_command(c.message(1, 1, i), pb.MessageMetadata(producer_name="p",
+                      sequence_id=i, publish_time=1), p) for i, p in enumerate(payloads))
+    for piece in (len(stream), 64, 7, 1):
+        dec, got = f.FrameDecoder(), []
+        for at in range(0, len(stream), piece):
+            got += dec.feed(stream[at : at + piece])
+        assert [bytes(fr.payload()) for fr in got] == payloads
+        for fr, p in zip(got, payloads):
+            assert type(fr.buffer) is bytes and fr.buffer[fr.end - len(p) : fr.end] == p
