@@ -609,33 +609,42 @@ class Producer:
     # -- broker replies ------------------------------------------------------------------------
 
     def _on_receipt(self, cnx: "ClientConnection", receipt: CommandSendReceipt) -> None:
-        seq = receipt.sequence_id
-        if not self._pending:
+        mid = receipt.message_id
+        self._on_receipt_ids(cnx, receipt.sequence_id, cmds.signed64(mid.ledgerId), cmds.signed64(mid.entryId))
+
+    def _on_receipt_ids(self, cnx: "ClientConnection", seq: int, ledger: int, entry: int) -> None:
+        """A receipt's numbers (from ``_on_receipt``, or the connection's hand decode of a
+        lone SEND_RECEIPT): settle the oldest pending send."""
+        pending = self._pending
+        if not pending:
             return  # late receipt for something already timed out
-        op = self._pending[0]
-        if seq < op.sequence_id:
-            return  # duplicate (e.g. after a re-send)
-        if seq != op.sequence_id and seq != op.highest_sequence_id:
-            # A receipt ahead of the oldest pending send: we lost track; start over (as C++ does).
-            log.warning("%s: receipt for %d while %d is pending; reconnecting", self._topic, seq, op.sequence_id)
-            cnx.close("out-of-order receipt")
-            return
-        self._pending.popleft()
-        ledger, entry = cmds.signed64(receipt.message_id.ledgerId), cmds.signed64(receipt.message_id.entryId)
-        self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
-        if op.chunk is not None:
-            op.chunk.ids.append((ledger, entry))
+        op = pending[0]
+        if seq != op.sequence_id:
+            if seq < op.sequence_id:
+                return  # duplicate (e.g. after a re-send)
+            if seq != op.highest_sequence_id:
+                # A receipt ahead of the oldest pending send: we lost track; start over (as C++ does).
+                log.warning("%s: receipt for %d while %d is pending; reconnecting", self._topic, seq, op.sequence_id)
+                cnx.close("out-of-order receipt")
+                return
+        pending.popleft()
+        if op.highest_sequence_id > self._last_seq_published:
+            self._last_seq_published = op.highest_sequence_id
         if op.is_batch:  # the throughput path: one id per message of the batch
             partition, size = self._partition, op.num_messages
             for i, fut in enumerate(op.futures):
                 fut._resolve(MessageId(partition, ledger, entry, i, size))
+        elif op.chunk is None:  # one message (a synchronous sender's)
+            for fut in op.futures:
+                fut._resolve(MessageId(self._partition, ledger, entry))
         else:
+            op.chunk.ids.append((ledger, entry))
             for fut in op.futures:
                 mid = MessageId(self._partition, ledger, entry)
-                if op.chunk is not None:
-                    mid.chunk_ids = tuple(op.chunk.ids)
+                mid.chunk_ids = tuple(op.chunk.ids)
                 fut._resolve(mid)
-        self._release(op)
+        if op.holds_slot:
+            self._release(op)
 
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
         if error.error == ServerError.ChecksumError and self._pending and self._pending[0].sequence_id == error.sequence_id:
