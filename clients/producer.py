@@ -192,6 +192,8 @@ class Producer:
         # sequence ids, open batch and pending queue (uncontended otherwise).
         self._lock = threading.RLock()
         self._capture: list[bytes] | None = None  # a direct send's frame, instead of cnx.write
+        # The unbatched plain SEND's fixed bytes, for the producer name they were made with.
+        self._plain_send: tuple[str | None, cmds.PlainSend] = (None, cmds.PlainSend(self._producer_id, b""))
         try:  # trio's clock is perf_counter plus an offset: ``created`` stamps from any thread
             self._clock_offset = trio.current_time() - time.perf_counter()
         except RuntimeError:
@@ -455,16 +457,20 @@ class Producer:
         )
 
     def _send_single(self, msg: OutgoingMessage, seq: int, fut: SendFuture) -> None:
-        payload = compression.compress(self._compression, msg.payload)
+        payload = msg.payload
+        if self._compression or type(payload) is not bytes:  # (uncompressed bytes: as they are)
+            payload = compression.compress(self._compression, payload)
         max_size = self._max_message_size()
         comp = self._compression or None
         if len(payload) <= max_size:
             if comp is None and seq >= 0 and msg.deliver_at is None and msg.is_plain():  # no protobuf objects
-                frame = frames.encode_payload_command(
-                    cmds.send_bytes(self._producer_id, seq),
-                    cmds.plain_message_metadata((self._name or "").encode(), seq, int(time.time() * 1000)),
-                    payload,
-                )
+                name, plain = self._plain_send
+                if name is not self._name:  # (the broker names the producer when it connects)
+                    name = self._name
+                    plain = cmds.PlainSend(self._producer_id, (name or "").encode())
+                    self._plain_send = (name, plain)
+                send, meta = plain.parts(seq, int(time.time() * 1000))
+                frame = frames.encode_payload_command(send, meta, payload)
             else:
                 meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
                 frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
@@ -507,7 +513,7 @@ class Producer:
         ``callback``). False, with nothing changed, when the loop must send it. The message
         does not take one of ``max_pending_messages`` (the blocking API counts its own)."""
         cnx = self._cnx
-        if cnx is None or msg.deliver_at is not None or len(msg.payload) >= self._max_message_size() // 2:
+        if cnx is None or msg.deliver_at is not None or len(msg.payload) >= cnx.max_message_size // 2:
             return False  # not connected, or a path with timers or chunks: the loop's
         with self._lock:
             if self._pending or self._batch or self._cnx is not cnx or self._fatal is not None or self._closed:
