@@ -469,8 +469,8 @@ class Producer:
                     name = self._name
                     plain = cmds.PlainSend(self._producer_id, (name or "").encode())
                     self._plain_send = (name, plain)
-                send, meta = plain.parts(seq, int(time.time() * 1000))
-                frame = frames.encode_payload_command(send, meta, payload)
+                send, plain_meta = plain.parts(seq, int(time.time() * 1000))
+                frame = frames.encode_payload_command(send, plain_meta, payload)
             else:
                 meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
                 frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
