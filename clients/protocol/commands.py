@@ -174,19 +174,26 @@ class PlainSend:
     without protobuf objects. What never changes for the producer is encoded once: a message
     (a synchronous sender's hot path) costs two varints."""
 
-    __slots__ = ("_send_head", "_meta_head")
+    __slots__ = ("_send_head", "_meta_head", "_time")
 
     def __init__(self, producer_id: int, producer_name: bytes) -> None:
         self._send_head = b"\x08" + varint(producer_id) + b"\x10"
         self._meta_head = b"\x0a" + varint(len(producer_name)) + producer_name + b"\x10"
+        # The last publish time and its field: a millisecond holds several sync sends, and the
+        # time's six-byte varint is the dearest part (one tuple: replaced, never half-updated).
+        self._time: tuple[int, bytes] = (-1, b"")
 
     def parts(self, sequence_id: int, publish_time: int) -> tuple[bytes, bytes]:
         """(the SEND command, its metadata)."""
         seq = varint(sequence_id)
         head = self._send_head
+        last, field = self._time
+        if publish_time != last:
+            field = b"\x18" + varint(publish_time)
+            self._time = (publish_time, field)
         # (a CommandSend of two varints is at most 22 bytes long: a one-byte length)
         return (b"".join((b"\x08\x06\x32", ONE_BYTE[len(head) + len(seq)], head, seq)),
-                b"".join((self._meta_head, seq, b"\x18", varint(publish_time))))
+                b"".join((self._meta_head, seq, field)))
 
 
 def plain_message_metadata(producer_name: bytes, sequence_id: int, publish_time: int) -> bytes:
