@@ -484,6 +484,13 @@ class _SendWaiter:
         self._done = threading.Lock()
         self._done.acquire()
 
+    def settle_one(self, error: BaseException | None, message_id: MessageId | None) -> None:
+        """The callback of a lone send (a bound method: no closure per send)."""
+        self._room.release()
+        self._error = error
+        self._ids[0] = message_id
+        self._done.release()
+
     def callback(self, index: int) -> Callable[[BaseException | None, MessageId | None], None]:
         def settled(error: BaseException | None, message_id: MessageId | None) -> None:
             self._room.release()
@@ -551,16 +558,22 @@ class Producer:
         the frame is written to the socket from this thread (``send_direct``) and only the
         receipt comes back through the loop thread (one thread wakeup per call, as the official
         client); otherwise one hand-over to the loop thread, the open batch flushed at once."""
-        msg = self._p.make_message(
-            content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
-            sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
-            deliver_after=deliver_after,
-        )
+        if type(content) is bytes and self._raw_bytes and properties is None and partition_key is None and (
+            ordering_key is None and sequence_id is None and event_timestamp is None and deliver_at is None
+            and deliver_after is None
+        ):
+            msg = OutgoingMessage(content)  # nothing to convert (as in send_async)
+        else:
+            msg = self._p.make_message(
+                content, properties=properties, partition_key=partition_key, ordering_key=ordering_key,
+                sequence_id=sequence_id, event_timestamp=event_timestamp, deliver_at=deliver_at,
+                deliver_after=deliver_after,
+            )
         direct, room = self._direct, self._room
         if direct is not None and not self._closed and room.idle() and room.acquire(blocking=False):
             waiter = _SendWaiter(room, 1)
             try:
-                sent = direct(msg, waiter.callback(0))
+                sent = direct(msg, waiter.settle_one)
             except BaseException:
                 room.release()
                 raise

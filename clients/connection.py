@@ -35,6 +35,7 @@ from .auth import Authentication
 from .protocol import commands as cmds
 from .protocol import frames
 from .protocol.errors import ProtocolError
+from .protocol.lone_receipt import MAX_LONE_RECEIPT, decode_lone_receipt
 from .protocol.pulsar_api_pb2 import BaseCommand, CommandMessage, CommandSendError, CommandSendReceipt
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ _RESPONSE_TYPES = {
 
 
 class ProducerHandler(Protocol):
+    # A handler may also have ``_on_receipt_ids(cnx, sequence_id, ledger_id, entry_id)``: the
+    # reader then gives it a lone receipt's numbers without building the protobuf command.
     def _on_receipt(self, cnx: "ClientConnection", receipt: CommandSendReceipt) -> None: ...
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None: ...
     def _on_disconnected(self, cnx: "ClientConnection") -> None: ...
@@ -349,6 +352,7 @@ class ClientConnection:
         # waits for readiness first rather than fail with EAGAIN (one syscall and one exception
         # less per receipt of a synchronous sender).
         fd, read, feed, dispatch = self._fd, os.read, self._decoder.feed, self._dispatch
+        decoder, producers = self._decoder, self._producers
         wait_readable = trio.lowlevel.wait_readable
         waited = drained = False
         while True:
@@ -370,6 +374,19 @@ class ClientConnection:
             waited = False
             drained = len(data) < READ_SIZE
             self._last_received = trio.current_time()
+            # A synchronous sender's receipt is a read of its own: its four numbers straight
+            # from the bytes, no Frame nor BaseCommand (anything else: the general path).
+            if len(data) <= MAX_LONE_RECEIPT and not decoder.buffered:
+                receipt = decode_lone_receipt(data)
+                if receipt is not None:
+                    producer_id, sequence_id, ledger_id, entry_id = receipt
+                    producer = producers.get(producer_id)
+                    on_ids = getattr(producer, "_on_receipt_ids", None)
+                    if on_ids is not None:
+                        on_ids(self, sequence_id, ledger_id, entry_id)
+                        continue
+                    if producer is None:
+                        continue  # as ``_dispatch``: a receipt for no producer is dropped
             for frame in feed(data):
                 dispatch(frame)
 

@@ -192,6 +192,8 @@ class Producer:
         # sequence ids, open batch and pending queue (uncontended otherwise).
         self._lock = threading.RLock()
         self._capture: list[bytes] | None = None  # a direct send's frame, instead of cnx.write
+        # The unbatched plain SEND's fixed bytes, for the producer name they were made with.
+        self._plain_send: tuple[str | None, cmds.PlainSend] = (None, cmds.PlainSend(self._producer_id, b""))
         try:  # trio's clock is perf_counter plus an offset: ``created`` stamps from any thread
             self._clock_offset = trio.current_time() - time.perf_counter()
         except RuntimeError:
@@ -455,16 +457,20 @@ class Producer:
         )
 
     def _send_single(self, msg: OutgoingMessage, seq: int, fut: SendFuture) -> None:
-        payload = compression.compress(self._compression, msg.payload)
+        payload = msg.payload
+        if self._compression or type(payload) is not bytes:  # (uncompressed bytes: as they are)
+            payload = compression.compress(self._compression, payload)
         max_size = self._max_message_size()
         comp = self._compression or None
         if len(payload) <= max_size:
             if comp is None and seq >= 0 and msg.deliver_at is None and msg.is_plain():  # no protobuf objects
-                frame = frames.encode_payload_command(
-                    cmds.send_bytes(self._producer_id, seq),
-                    cmds.plain_message_metadata((self._name or "").encode(), seq, int(time.time() * 1000)),
-                    payload,
-                )
+                name, plain = self._plain_send
+                if name is not self._name:  # (the broker names the producer when it connects)
+                    name = self._name
+                    plain = cmds.PlainSend(self._producer_id, (name or "").encode())
+                    self._plain_send = (name, plain)
+                send, plain_meta = plain.parts(seq, int(time.time() * 1000))
+                frame = frames.encode_payload_command(send, plain_meta, payload)
             else:
                 meta = self._metadata(msg, seq, compression=comp, uncompressed_size=len(msg.payload) if comp else None)
                 frame = frames.encode_payload_command(cmds.send(self._producer_id, seq), meta, payload)
@@ -507,7 +513,7 @@ class Producer:
         ``callback``). False, with nothing changed, when the loop must send it. The message
         does not take one of ``max_pending_messages`` (the blocking API counts its own)."""
         cnx = self._cnx
-        if cnx is None or msg.deliver_at is not None or len(msg.payload) >= self._max_message_size() // 2:
+        if cnx is None or msg.deliver_at is not None or len(msg.payload) >= cnx.max_message_size // 2:
             return False  # not connected, or a path with timers or chunks: the loop's
         with self._lock:
             if self._pending or self._batch or self._cnx is not cnx or self._fatal is not None or self._closed:
@@ -609,33 +615,42 @@ class Producer:
     # -- broker replies ------------------------------------------------------------------------
 
     def _on_receipt(self, cnx: "ClientConnection", receipt: CommandSendReceipt) -> None:
-        seq = receipt.sequence_id
-        if not self._pending:
+        mid = receipt.message_id
+        self._on_receipt_ids(cnx, receipt.sequence_id, cmds.signed64(mid.ledgerId), cmds.signed64(mid.entryId))
+
+    def _on_receipt_ids(self, cnx: "ClientConnection", seq: int, ledger: int, entry: int) -> None:
+        """A receipt's numbers (from ``_on_receipt``, or the connection's hand decode of a
+        lone SEND_RECEIPT): settle the oldest pending send."""
+        pending = self._pending
+        if not pending:
             return  # late receipt for something already timed out
-        op = self._pending[0]
-        if seq < op.sequence_id:
-            return  # duplicate (e.g. after a re-send)
-        if seq != op.sequence_id and seq != op.highest_sequence_id:
-            # A receipt ahead of the oldest pending send: we lost track; start over (as C++ does).
-            log.warning("%s: receipt for %d while %d is pending; reconnecting", self._topic, seq, op.sequence_id)
-            cnx.close("out-of-order receipt")
-            return
-        self._pending.popleft()
-        ledger, entry = cmds.signed64(receipt.message_id.ledgerId), cmds.signed64(receipt.message_id.entryId)
-        self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
-        if op.chunk is not None:
-            op.chunk.ids.append((ledger, entry))
+        op = pending[0]
+        if seq != op.sequence_id:
+            if seq < op.sequence_id:
+                return  # duplicate (e.g. after a re-send)
+            if seq != op.highest_sequence_id:
+                # A receipt ahead of the oldest pending send: we lost track; start over (as C++ does).
+                log.warning("%s: receipt for %d while %d is pending; reconnecting", self._topic, seq, op.sequence_id)
+                cnx.close("out-of-order receipt")
+                return
+        pending.popleft()
+        if op.highest_sequence_id > self._last_seq_published:
+            self._last_seq_published = op.highest_sequence_id
         if op.is_batch:  # the throughput path: one id per message of the batch
             partition, size = self._partition, op.num_messages
             for i, fut in enumerate(op.futures):
                 fut._resolve(MessageId(partition, ledger, entry, i, size))
+        elif op.chunk is None:  # one message (a synchronous sender's)
+            for fut in op.futures:
+                fut._resolve(MessageId(self._partition, ledger, entry))
         else:
+            op.chunk.ids.append((ledger, entry))
             for fut in op.futures:
                 mid = MessageId(self._partition, ledger, entry)
-                if op.chunk is not None:
-                    mid.chunk_ids = tuple(op.chunk.ids)
+                mid.chunk_ids = tuple(op.chunk.ids)
                 fut._resolve(mid)
-        self._release(op)
+        if op.holds_slot:
+            self._release(op)
 
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
         if error.error == ServerError.ChecksumError and self._pending and self._pending[0].sequence_id == error.sequence_id:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from quire.varint import ONE_BYTE
 from quire.varint import encode_varint as varint  # the hand-encoded hot paths here and in ``batch``
 
 from . import pulsar_api_pb2 as pb
@@ -166,19 +167,43 @@ def message_metadata(
     return m
 
 
+class PlainSend:
+    """One producer's unbatched plain SEND, serialized by hand: the BaseCommand of ``send(
+    producer_id, sequence_id)`` and the MessageMetadata of ``message_metadata(name, sequence_id,
+    publish_time)`` (fields 1, 2, 3 and nothing else), byte for byte as protobuf writes them,
+    without protobuf objects. What never changes for the producer is encoded once: a message
+    (a synchronous sender's hot path) costs two varints."""
+
+    __slots__ = ("_send_head", "_meta_head", "_time")
+
+    def __init__(self, producer_id: int, producer_name: bytes) -> None:
+        self._send_head = b"\x08" + varint(producer_id) + b"\x10"
+        self._meta_head = b"\x0a" + varint(len(producer_name)) + producer_name + b"\x10"
+        # The last publish time and its field: a millisecond holds several sync sends, and the
+        # time's six-byte varint is the dearest part (one tuple: replaced, never half-updated).
+        self._time: tuple[int, bytes] = (-1, b"")
+
+    def parts(self, sequence_id: int, publish_time: int) -> tuple[bytes, bytes]:
+        """(the SEND command, its metadata)."""
+        seq = varint(sequence_id)
+        head = self._send_head
+        last, field = self._time
+        if publish_time != last:
+            field = b"\x18" + varint(publish_time)
+            self._time = (publish_time, field)
+        # (a CommandSend of two varints is at most 22 bytes long: a one-byte length)
+        return (b"".join((b"\x08\x06\x32", ONE_BYTE[len(head) + len(seq)], head, seq)),
+                b"".join((self._meta_head, seq, field)))
+
+
 def plain_message_metadata(producer_name: bytes, sequence_id: int, publish_time: int) -> bytes:
-    """``message_metadata(name, sequence_id, publish_time)`` with no other field, serialized
-    byte for byte as protobuf does (fields 1, 2, 3), without building the message object: the
-    metadata of every unbatched plain message (a synchronous sender's hot path)."""
-    return b"".join((b"\x0a", varint(len(producer_name)), producer_name, b"\x10", varint(sequence_id),
-                     b"\x18", varint(publish_time)))
+    """``message_metadata(name, sequence_id, publish_time)`` with no other field (see ``PlainSend``)."""
+    return PlainSend(0, producer_name).parts(sequence_id, publish_time)[1]
 
 
 def send_bytes(producer_id: int, sequence_id: int) -> bytes:
-    """``send(producer_id, sequence_id)`` serialized as protobuf does (BaseCommand type 6 and
-    its field 6), without building the protobuf objects."""
-    inner = b"\x08" + varint(producer_id) + b"\x10" + varint(sequence_id)
-    return b"\x08\x06\x32" + varint(len(inner)) + inner
+    """``send(producer_id, sequence_id)`` serialized as protobuf does (see ``PlainSend``)."""
+    return PlainSend(producer_id, b"").parts(sequence_id, 0)[0]
 
 
 def single_message_metadata(

@@ -25,6 +25,7 @@ class FakeBroker:
         self.received: list[BaseCommand] = []
         self.entries: list[bytes] = []  # stored entries, entry id = index
         self.hold_receipts = False
+        self.receipt_partition: int | None = None  # set: receipts carry it (not the lone-receipt shape)
         self.max_message_size: int | None = None
         self.redirect_to: str | None = None  # answer lookups with Redirect to this URL
         self.corrupt_entries: set[int] = set()  # entry ids dispatched with a flipped payload byte
@@ -103,7 +104,8 @@ class FakeBroker:
             self.entries.append(frame.stored_entry())
             if not self.hold_receipts:
                 out.append(frames.encode_command(
-                    c.send_receipt(sub.producer_id, sub.sequence_id, 1, len(self.entries) - 1)))
+                    c.send_receipt(sub.producer_id, sub.sequence_id, 1, len(self.entries) - 1,
+                                   partition=self.receipt_partition)))
             for consumer_id in self._consumers:
                 self._pump(consumer_id, out)
         elif t == T.SUBSCRIBE:

@@ -141,6 +141,54 @@ async def test_blocking_sends_survive_a_connection_loss(fake: FakeBroker) -> Non
     assert seqs.count(10) >= 2 and seqs.count(30) >= 2  # re-sent after each loss
 
 
+@pytest.mark.parametrize("partition", [None, 0])
+async def test_blocking_sync_sends_go_direct_and_their_receipts_are_hand_decoded(
+        fake: FakeBroker, monkeypatch: pytest.MonkeyPatch, partition: int | None) -> None:
+    """One send at a time: every SEND is written from the caller's thread, and every receipt
+    is read by the lone-receipt decoder; a receipt of another shape (here with a partition)
+    takes the general decoder, with the same ids."""
+    from clients import connection as connection_module
+    from clients.connection import ClientConnection
+
+    fake.receipt_partition = partition
+    decoded: list[Any] = []
+    direct: list[bool] = []
+
+    decode = connection_module.decode_lone_receipt
+
+    def recording(data: bytes) -> Any:
+        got = decode(data)
+        if data[8:11] == b"\x08\x07\x3a":  # a SEND_RECEIPT frame, of whatever shape
+            decoded.append(got)
+        return got
+
+    monkeypatch.setattr(connection_module, "decode_lone_receipt", recording)
+    write_direct = ClientConnection.write_direct
+
+    def counting(self: ClientConnection, data: bytes) -> Any:
+        rest = write_direct(self, data)
+        direct.append(rest is not None)
+        return rest
+
+    monkeypatch.setattr(ClientConnection, "write_direct", counting)
+
+    def body() -> list[int]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            return [producer.send(b"%d" % i).entry_id() for i in range(30)]
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == list(range(30))
+    assert direct == [True] * 30
+    if partition is None:
+        assert [got[1:] for got in decoded] == [(seq, 1, seq) for seq in range(30)]
+    else:
+        assert decoded == [None] * 30
+
+
 async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
     async with AsyncClient(fake.url) as client:
         producer = await client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)

@@ -125,3 +125,14 @@ def test_hand_encoded_send_and_metadata_match_protobuf(producer_id: int, seq: in
     assert c.send_bytes(producer_id, seq) == c.send(producer_id, seq).SerializeToString()
     expected = c.message_metadata(name, seq, publish).SerializeToString()
     assert c.plain_message_metadata(name.encode(), seq, publish) == expected
+
+
+def test_one_plain_send_encoder_reused_matches_protobuf() -> None:
+    """A producer's ``PlainSend`` serves every message: sequence ids and publish times that
+    repeat, grow and go back give protobuf's bytes each time."""
+    plain = c.PlainSend(300, "producer-7".encode())
+    for seq, publish in [(0, 1_700_000_000_000), (1, 1_700_000_000_000), (2, 1_700_000_000_001), (128, 5),
+                         (3, 1_700_000_000_001), (2**40, 2**63 - 1), (4, 0)]:
+        send, meta = plain.parts(seq, publish)
+        assert send == c.send(300, seq).SerializeToString()
+        assert meta == c.message_metadata("producer-7", seq, publish).SerializeToString()

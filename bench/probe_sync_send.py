@@ -1,0 +1,182 @@
+"""Synchronous sends, CPU per thread: ``clients/`` of two checkouts and the official client, paired.
+
+One ``quire standalone`` (this checkout); then, per round and in a rotating order, a fresh worker
+process per variant (``ours``: this checkout's ``clients/``, ``base``: ``--base``'s, ``official``:
+pulsar-client) sends ``--messages`` messages one at a time (batching off, as the peers latency
+workload) and reports the p50, the process's CPU per send and each thread's, from
+/proc/self/task/*/schedstat (nanoseconds on CPU) and /proc/self/task/*/stat (user/sys ticks):
+``caller`` is the sending thread, ``other`` every other thread (the client's loop or I/O threads).
+
+``--profile`` (one worker of ``--tree``, no pairing) runs cProfile in the caller and in the
+client's loop thread and prints Python calls per send and the most called functions, and counts
+the sync sends that did not take the direct write (``send_direct`` returning False)::
+
+    .venv/bin/python bench/probe_sync_send.py --base /work/wt/base --messages 3000 --repeats 5
+    .venv/bin/python bench/probe_sync_send.py --profile --tree . --messages 3000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
+
+
+def _threads() -> dict[int, tuple[int, float, float, int]]:
+    """Per thread id: (ns on CPU, user µs, sys µs, minor page faults)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (ns, int(fields[11]) * TICK_US, int(fields[12]) * TICK_US, int(fields[7]))
+    return out
+
+
+def _worker(args: argparse.Namespace) -> None:
+    if args.system == "official":
+        import pulsar
+    else:
+        import clients as pulsar
+    c = pulsar.Client(args.url)
+    p = c.create_producer(args.topic, batching_enabled=False)
+    data = (b"0123456789abcdef" * (args.size // 16 + 1))[: args.size]
+    for _ in range(200):  # warm-up: connection, caches
+        p.send(data)
+    fallbacks = [0]
+    profs: list[Any] = []
+    if args.profile:
+        import cProfile
+
+        direct = p._direct
+
+        def counted(msg: Any, cb: Any) -> bool:
+            sent = direct(msg, cb)
+            if not sent:
+                fallbacks[0] += 1
+            return sent
+
+        p._direct = counted
+        caller, loop = cProfile.Profile(), cProfile.Profile()
+        profs = [caller, loop]
+        p._loop.run_sync(loop.enable)
+        caller.enable()
+    me = threading.get_native_id()
+    before, cpu0 = _threads(), time.process_time()
+    lat = []
+    n = args.messages
+    for _ in range(n):
+        t0 = time.perf_counter()
+        p.send(data)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    cpu, after = time.process_time() - cpu0, _threads()
+    if profs:
+        profs[0].disable()
+        p._loop.run_sync(profs[1].disable)
+    p.close()
+    c.close()
+    per = {"caller": [0.0, 0.0, 0.0, 0.0], "other": [0.0, 0.0, 0.0, 0.0]}
+    for tid, (ns, user, sys_, minflt) in after.items():
+        b = before.get(tid, (0, 0.0, 0.0, 0))
+        row = per["caller" if tid == me else "other"]
+        row[0] += (ns - b[0]) / 1e3 / n
+        row[1] += (user - b[1]) / n
+        row[2] += (sys_ - b[2]) / n
+        row[3] += (minflt - b[3]) / n
+    result: dict[str, Any] = {"p50_us": round(sorted(lat)[n // 2], 1), "cpu_us_per_send": round(cpu / n * 1e6, 1)}
+    for name, (on_cpu, user, sys_, minflt) in per.items():
+        result[name] = {"cpu_us": round(on_cpu, 1), "user_us": round(user, 1), "sys_us": round(sys_, 1),
+                        "minflt": round(minflt, 2)}
+    if profs:
+        import pstats
+
+        result["direct_fallbacks"] = fallbacks[0]
+        for name, prof in zip(("caller", "loop"), profs):
+            stats = pstats.Stats(prof)
+            rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][1])  # type: ignore[attr-defined]
+            result[f"{name}_calls_per_send"] = round(sum(v[1] for _, v in rows) / n, 1)
+            result[f"{name}_top"] = [
+                f"{v[1] / n:.2f} {Path(k[0]).name}:{k[1]}:{k[2]}" for k, v in rows[:25]
+            ]
+    print(json.dumps(result))
+
+
+def _run(tree: Path, system: str, url: str, args: argparse.Namespace, profile: bool = False) -> dict[str, Any]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--system", system, "--url", url,
+            "--topic", f"probe-sync-{uuid.uuid4().hex[:8]}", "--size", str(args.size),
+            "--messages", str(args.messages)] + (["--profile"] if profile else [])
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tree, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    if out.returncode != 0:
+        raise RuntimeError(f"{tree} {system} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--system", default="quire", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--base", type=Path, help="a checkout whose clients/ is the reference")
+    parser.add_argument("--tree", type=Path, default=REPO, help="the checkout --profile runs")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--messages", type=int, default=3000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.worker:
+        _worker(args)
+        return
+    sys.path.insert(0, str(REPO))
+    from bench.bench_clients import start_standalone
+
+    root = Path(tempfile.mkdtemp(prefix="probe-sync-"))
+    proc, url = start_standalone(root)
+    try:
+        if args.profile:
+            print(json.dumps(_run(args.tree.resolve(), "quire", url, args, profile=True), indent=1))
+            return
+        if args.base is None:
+            parser.error("--base is required unless --profile")
+        variants = {"ours": (REPO, "quire"), "base": (args.base.resolve(), "quire"), "official": (REPO, "official")}
+        runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+        for rep in range(args.repeats):
+            names = list(variants)
+            for name in names[rep % 3:] + names[:rep % 3]:
+                tree, system = variants[name]
+                r = _run(tree, system, url, args)
+                runs[name].append(r)
+                print(f"{rep} {name:>8}: p50 {r['p50_us']:6.0f} µs  cpu {r['cpu_us_per_send']:6.1f} µs/send  "
+                      f"caller {r['caller']}  other {r['other']}", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\nmedians of {args.repeats} ({args.size} B, {args.messages} sends; load {os.getloadavg()[0]:.2f})")
+    for name, rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "cpu_us_per_send")}
+        threads = {t: statistics.median(r[t]["cpu_us"] for r in rs) for t in ("caller", "other")}
+        print(f"{name:>8}: p50 {med['p50_us']:.0f} µs  cpu {med['cpu_us_per_send']:.1f} µs/send  "
+              f"caller {threads['caller']:.1f}  other {threads['other']:.1f} µs/send")
+
+
+if __name__ == "__main__":
+    main()
