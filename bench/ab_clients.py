@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -28,17 +27,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_clients import start_standalone  # noqa: E402
+from bench.bench_clients import child_json, start_standalone  # noqa: E402
 
 
 def worker(tree: Path, system: str, workload: str, url: str, topic: str, size: int, messages: int) -> dict[str, Any]:
     argv = [sys.executable, "-m", "bench.peers.workloads", system, workload, "--address", url,
             "--stream", topic, "--size", str(size), "--messages", str(messages), "--window", "1000"]
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=tree, timeout=900,
-                         env={**os.environ, "PYTHONPATH": str(tree)})
-    if out.returncode != 0:
-        raise RuntimeError(f"{tree} {system} {workload} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(argv, tree, f"{tree} {system} {workload}")
 
 
 def p50(values: list[float]) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -51,6 +52,16 @@ def start_standalone(root: Path) -> tuple[subprocess.Popen, str]:
             time.sleep(0.2)
     proc.kill()
     raise SystemExit("standalone did not start; see " + str(root / "standalone.log"))
+
+
+def child_json(argv: list[str], tree: Path, what: str) -> dict:
+    """Run ``argv`` in the checkout ``tree`` (its code first on the path); its last line of
+    output is a JSON result (the A/B benches and probes run each checkout's clients this way)."""
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=tree, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(tree)})
+    if out.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def perf(url: str, *args: str) -> dict:

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -80,11 +79,9 @@ def run_child(tree: Path, url: str, topic: str, messages: int, profile: bool) ->
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", url, topic, str(messages)]
     if profile:
         argv.append("--profile")
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=tree, timeout=900,
-                         env={**os.environ, "PYTHONPATH": str(tree)})
-    if out.returncode != 0:
-        raise RuntimeError(f"{tree} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from bench.bench_clients import child_json
+
+    return child_json(argv, tree, str(tree))
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -122,11 +121,9 @@ def _run(tree: Path, system: str, url: str, args: argparse.Namespace, profile: b
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--system", system, "--url", url,
             "--topic", f"probe-sync-{uuid.uuid4().hex[:8]}", "--size", str(args.size),
             "--messages", str(args.messages)] + (["--profile"] if profile else [])
-    out = subprocess.run(argv, capture_output=True, text=True, cwd=tree, timeout=900,
-                         env={**os.environ, "PYTHONPATH": str(tree)})
-    if out.returncode != 0:
-        raise RuntimeError(f"{tree} {system} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from bench.bench_clients import child_json
+
+    return child_json(argv, tree, f"{tree} {system}")
 
 
 def main() -> None:
