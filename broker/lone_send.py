@@ -26,11 +26,11 @@ from typing import Protocol
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
 from clients.protocol.errors import ProtocolError
+from quire.varint import decode_varint
 
 _TWO_U32 = struct.Struct(">II")
 # BaseCommand{type (field 1, varint) = SEND (6), send (field 6, length-delimited) = ...}
 _SEND_PREFIX = b"\x08\x06\x32"
-_U64_MAX = (1 << 64) - 1
 _I32_MAX = (1 << 31) - 1
 
 
@@ -92,20 +92,11 @@ def decode_lone_send(data: bytes | bytearray, max_frame_size: int) -> tuple[Lone
     while pos < end:
         tag = data[pos]
         value = data[pos + 1] if pos + 1 < end else 0x80
-        pos += 2
-        if value >= 0x80:  # a multi-byte varint
-            value &= 0x7F
-            shift = 7
-            while True:
-                if pos >= end or shift > 63:
-                    return None
-                byte = data[pos]
-                pos += 1
-                value |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
-            if value > _U64_MAX:
+        if value < 0x80:  # a one-byte varint: no call
+            pos += 2
+        else:
+            value, pos = decode_varint(data, pos + 1, end)
+            if pos < 0:
                 return None
         if tag == 0x08:
             pid = value

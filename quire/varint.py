@@ -30,3 +30,24 @@ def encode_varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
+    """``(value, next position)`` of the varint at ``buf[pos:end]``, or ``(-1, -1)`` when it runs
+    past ``end``, is longer than ten bytes or exceeds 64 bits (the hand decoders then leave the
+    frame to the general, protobuf path)."""
+    if pos + 1 < end:  # one- and two-byte values (most sizes and sequence ids): no loop
+        first, second = buf[pos], buf[pos + 1]
+        if first < 0x80:
+            return first, pos + 1
+        if second < 0x80:
+            return (first & 0x7F) | (second << 7), pos + 2
+    value = shift = 0
+    while pos < end and shift < 64:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value, pos) if value <= _U64 else (-1, -1)
+        shift += 7
+    return -1, -1

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 
 from google.protobuf.message import DecodeError
 
+from quire.varint import decode_varint
+
 from .commands import varint
 from .errors import BatchFormatError
 from .pulsar_api_pb2 import SingleMessageMetadata
@@ -190,36 +192,17 @@ def _plain_fields(buf: bytes, pos: int, end: int) -> tuple[int, int] | None:
     """``(payload_size, sequence_id or -1)`` if the metadata is exactly field 3 [+ field 8]."""
     if end - pos < 2 or buf[pos] != 0x18:
         return None
-    size, pos = _read_varint(buf, pos + 1, end)
+    size, pos = decode_varint(buf, pos + 1, end)
     if size < 0:
         return None
     if pos == end:
         return size, -1
     if buf[pos] != 0x40:
         return None
-    seq, pos = _read_varint(buf, pos + 1, end)
+    seq, pos = decode_varint(buf, pos + 1, end)
     if seq < 0 or pos != end:
         return None
     return size, seq
-
-
-def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position), or (-1, pos) when the varint runs past ``end`` or is too long."""
-    if pos + 1 < end:  # one- and two-byte values (most sizes and sequence ids): no loop
-        first, second = buf[pos], buf[pos + 1]
-        if first < 0x80:
-            return first, pos + 1
-        if second < 0x80:
-            return (first & 0x7F) | (second << 7), pos + 2
-    value = shift = 0
-    while pos < end and shift < 64:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    return -1, pos
 
 
 def _full_metadata(raw: bytes, index: int) -> SingleMessageMetadata:

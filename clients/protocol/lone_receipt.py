@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import struct
 
+from quire.varint import decode_varint
+
 _TWO_U32 = struct.Struct(">II")
 # BaseCommand{type (field 1, varint) = SEND_RECEIPT (7), send_receipt (field 7, length-delimited)}
 _RECEIPT_PREFIX = b"\x08\x07\x3a"
@@ -25,20 +27,6 @@ _I64_MAX = (1 << 63) - 1
 # The longest such frame: 12 bytes of header, then at most 4 tags, 5 ten-byte varints and the
 # id's length byte (57): anything longer is not this shape.
 MAX_LONE_RECEIPT = 12 + 57
-
-
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position) of the varint at ``pos``; next position -1 if it is malformed."""
-    value = 0
-    shift = 0
-    while pos < end and shift < 64:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value, pos) if value < _U64 else (0, -1)
-        shift += 7
-    return 0, -1
 
 
 def decode_lone_receipt(data: bytes) -> tuple[int, int, int, int] | None:
@@ -64,10 +52,10 @@ def decode_lone_receipt(data: bytes) -> tuple[int, int, int, int] | None:
             if ledger < 0x80:  # (ledger ids are small: one byte, no call)
                 pos += 4
             else:
-                ledger, pos = _varint(data, pos + 3, end)
+                ledger, pos = decode_varint(data, pos + 3, end)
             if pos < 0 or pos >= end or data[pos] != 0x10:
                 return None
-            entry, pos = _varint(data, pos + 1, end)
+            entry, pos = decode_varint(data, pos + 1, end)
             if pos != end:
                 return None
             continue
@@ -75,7 +63,7 @@ def decode_lone_receipt(data: bytes) -> tuple[int, int, int, int] | None:
         if value < 0x80:  # a one-byte varint: no call
             pos += 2
         else:
-            value, pos = _varint(data, pos + 1, n)
+            value, pos = decode_varint(data, pos + 1, n)
             if pos < 0:
                 return None
         if tag == 0x08:
