@@ -134,7 +134,7 @@ class Journal:
         self._pending_bytes = 0
         self._pending_since = 0.0
         self._wakeup = trio.Event()
-        self._space = trio.Event()
+        self._space: trio.Event | None = None  # made by a wait_for_space caller only (none per group)
         self._full = trio.Event()
         self._threshold = config.journal_buffered_writes_threshold
         self._file: _JournalFile | None = None
@@ -211,7 +211,7 @@ class Journal:
 
     async def wait_for_space(self) -> None:
         while self.congested and not self._closed:
-            if self._space.is_set():
+            if self._space is None:
                 self._space = trio.Event()
             await self._space.wait()
 
@@ -340,7 +340,10 @@ class Journal:
             self._wakeup = trio.Event()
         if self._full.is_set():
             self._full = trio.Event()
-        self._space.set()
+        space = self._space
+        if space is not None:
+            self._space = None
+            space.set()
         return group
 
     async def _flush_group(self, sync: bool) -> None:
@@ -476,7 +479,8 @@ class Journal:
 
     def close(self) -> None:
         self._closed = True
-        self._space.set()
+        if self._space is not None:
+            self._space.set()
         if self._file is not None:
             _close_trimmed(self._file)
             self._file = None

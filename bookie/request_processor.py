@@ -133,7 +133,8 @@ class RequestProcessor:
         caller must ``await handle_slow`` instead."""
         op = req.op
         if op == _ADD:
-            return self._add_fast(req, conn)
+            return self.add_common(req.ledger_id, req.entry_id, req.master_key, req.body, conn,
+                                   req.request_id) or self._add_fast(req, conn)
         if op == _READ and not req.flags & _FENCE and req.entry_id >= 0 and req.timeout_ms == 0:
             data = self.storage.cached_entry(req.ledger_id, req.entry_id)
             if data is not None:
@@ -209,8 +210,31 @@ class RequestProcessor:
             return int(Status.BAD_REQUEST)
         return 0
 
+    def add_common(self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, conn: ReplySink,
+                   request_id: int) -> bool:
+        """The common add (a new entry of a known, writable ledger whose key matches, room in
+        the journal and the write cache), from its fields: no Request is needed, which lets
+        an in-process client skip building one. False = nothing was done (no reply, nothing
+        stored): the caller takes the general path (``handle_fast``/``_add_fast``), which
+        answers every unusual case."""
+        journal = self.journal
+        st = self._states.get(ledger_id)
+        if (
+            st is None or st.deleted or not st.master_key or st.master_key != master_key or st.fenced
+            or entry_id <= st.top  # a rewrite (or a negative id, or top still unknown): compare first
+            or self.state.read_only or len(body) < ENTRY_HEADER_SIZE or journal.congested
+        ):
+            return False
+        l, e, lac = unpack_ids(body)
+        if l != ledger_id or e != entry_id or not self.storage.try_add(ledger_id, e, body, lac, st):
+            return False
+        self.added_bytes += len(body)
+        journal.append_ack(body, (conn, request_id, ledger_id, e))
+        return True
+
     def _add_fast(self, req: Request, conn: ReplySink) -> bool:
-        """The whole add without awaiting; False if the slow path must take over."""
+        """The whole add without awaiting (every case ``add_common`` leaves); False if the
+        slow path must take over."""
         journal = self.journal
         if journal.congested:
             return False
@@ -295,7 +319,8 @@ class RequestProcessor:
         """A journal group is durable (or failed): answer all its adds, one send per connection."""
         # A group that failed for lack of space answers READ_ONLY (StorageError.status).
         status = 0 if err is None else int(getattr(err, "status", Status.IO))
-        self._count("add", status, len(tokens))
+        counts, key = self.counts, ("add", status)  # (_count, inlined: once per group)
+        counts[key] = counts.get(key, 0) + len(tokens)
         first = tokens[0][0]
         adds_done = getattr(first, "adds_done", None)
         if adds_done is not None and len(tokens) == 1:  # a lone add (unbatched, one at a time)

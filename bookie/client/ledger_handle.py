@@ -172,9 +172,17 @@ class LedgerHandle:
         self._error: BKError | None = None
         self._closing = False
         self._closed = md.is_closed and not writable
-        self._lac_advanced = trio.Event()
+        # Set when the LAC advances (or the handle fails); made only when someone waits
+        # (_lac_event): not an Event per add.
+        self._lac_advanced: trio.Event | None = None
 
     # -- properties (contract) ---------------------------------------------------------------
+
+    def _lac_event(self) -> trio.Event:
+        ev = self._lac_advanced
+        if ev is None:
+            ev = self._lac_advanced = trio.Event()
+        return ev
 
     @property
     def last_add_confirmed(self) -> int:
@@ -225,7 +233,12 @@ class LedgerHandle:
         """Append ``data``; ``callback(entry_id, error)`` tells the outcome (the hot path: no
         task, no await). The id is taken in call order, as with ``add_entry``; raises BKError
         at once if the handle cannot write."""
-        self._add(data, callback)
+        if (self._in_flight < self._throttle and not self._waiting and self._writable and self._error is None
+                and not (self._closing or self._closed)):
+            self._in_flight += 1  # (_add's fast path, inlined: once per add)
+            self._push(data, callback)
+        else:
+            self._add(data, callback)
 
     def _add(self, data: bytes, callback: AddCallback) -> _QueuedAdd | None:
         if not self._writable or self._error is not None or self._closing or self._closed:
@@ -304,8 +317,15 @@ class LedgerHandle:
         if not self._changing_ensemble:
             ensemble = self._ensemble
             op.sent_to = ensemble
+            conns = self._conns
             for idx in self._write_sets[op.entry_id % len(ensemble)]:
-                self._send_add(op, idx, ensemble[idx])
+                # (_send_add, inlined: once per add and bookie)
+                bookie = ensemble[idx]
+                conn = conns.get(bookie)
+                if conn is None:
+                    conn = conns[bookie] = self._ctx.connection(bookie)
+                conn.send_add(self.ledger_id, op.entry_id, self._add_flags, self._master_key, op.data,
+                              partial(self._on_add_reply, op, idx, bookie), self._timeout_s)
         return op
 
     def _send_add(self, op: _PendingAdd, idx: int, bookie: str) -> None:
@@ -351,14 +371,22 @@ class LedgerHandle:
                 # ids are acknowledged contiguously, and never once the handle failed (fenced)
                 invariants.violated(f"ledger {self.ledger_id}: acknowledging entry {op.entry_id} "
                                     f"after {self._lac + n} (handle error: {self._error!r})")
-            op.finish()
+            op.completed = True  # (op.finish, inlined: an op still pending has no error)
+            cb = op.callback
+            if cb is not None:
+                op.callback = None
+                cb(op.entry_id, None)
             n += 1
         if op is not None:
             self._lac = op.entry_id
             self._length = op.length
-            self._release_slots(n)
-            self._lac_advanced.set()
-            self._lac_advanced = trio.Event()
+            self._in_flight -= n  # (_release_slots, inlined)
+            if self._waiting:
+                self._admit()
+            ev = self._lac_advanced
+            if ev is not None:
+                self._lac_advanced = None
+                ev.set()
 
     def _fail(self, error: BKError) -> None:
         """The handle can no longer write: fail every pending add with ``error``."""
@@ -370,7 +398,10 @@ class LedgerHandle:
             op.finish()
         self._release_slots(len(pending))  # queued adds fail in call order, after these
         # wake parked callers: they find the handle failed (and their slot handed over)
-        self._lac_advanced.set()
+        ev = self._lac_advanced
+        if ev is not None:
+            self._lac_advanced = None
+            ev.set()
 
     # -- ensemble change ---------------------------------------------------------------------
 
@@ -453,7 +484,7 @@ class LedgerHandle:
 
     async def _drain(self) -> None:
         while self._pending and self._error is None:
-            await self._lac_advanced.wait()
+            await self._lac_event().wait()
 
     async def close(self) -> None:
         """Wait for pending adds, then CAS the metadata to CLOSED at the LAC.
@@ -565,7 +596,7 @@ class LedgerHandle:
         if self._writable:
             with trio.move_on_after(timeout_s):
                 while self._lac <= previous_lac and self._error is None:
-                    await self._lac_advanced.wait()
+                    await self._lac_event().wait()
             return self._lac
         lac = await long_poll_lac(self._ctx, self.ledger_id, self._md, previous_lac, timeout_s)
         self._lac = max(self._lac, lac)

@@ -30,8 +30,10 @@ def test_invariants_are_on_in_tests() -> None:
 class _Op:
     def __init__(self, entry_id: int) -> None:
         self.entry_id, self.ack_count, self.length, self.finished = entry_id, 2, 10, False
+        self.completed = False
+        self.callback = self._told  # what the handle calls once the entry is acknowledged
 
-    def finish(self) -> None:
+    def _told(self, entry_id: int, error: Exception | None) -> None:
         self.finished = True
 
 
@@ -40,7 +42,7 @@ def _handle(lac: int, ops: list[_Op], error: Exception | None = None) -> LedgerH
     h = LedgerHandle.__new__(LedgerHandle)
     for k, v in dict(_changing_ensemble=False, _ack_quorum=2, _pending=collections.deque(ops), _lac=lac,
                      _error=error, ledger_id=7, _in_flight=len(ops), _waiting=collections.deque(),
-                     _lac_advanced=trio.Event(), _length=0).items():
+                     _lac_advanced=None, _length=0).items():
         object.__setattr__(h, k, v)
     return h
 
