@@ -35,7 +35,7 @@ import trio
 from broker.authorization import COMMAND_ACCESS, Access, command_scope
 from broker.consumer import Consumer, Delivery
 from broker.errors import BrokerError, ChecksumError, ConsumerNotFoundError, NotAllowedError, ServiceNotReadyError
-from broker.lone_send import SendFields, decode_lone_send
+from broker.lone_send import LONE_SEND_FRAME, SendFields, decode_lone_send
 from broker.message_frame import message_frames
 from broker.names import NamespaceName, TopicName
 from broker.producer import Producer, check_message
@@ -174,8 +174,7 @@ class ServerConnection:
         self._fd = socket_io.stream_fd(stream)
         self.outbox = Outbox(write=functools.partial(os.write, self._fd) if self._fd is not None else None)
         self._pending_publish = 0
-        self._publish_room = trio.Event()
-        self._publish_room.set()
+        self._publish_room: trio.Event | None = None  # made by a SEND that waits for room only
         self._reads = 0  # socket reads so far (the keep-alive check looks for progress)
         self._nursery: trio.Nursery | None = None
         self.connected_since = time.time()
@@ -234,13 +233,13 @@ class ServerConnection:
                 return True
             self._reads += 1
             # One whole plain SEND in this read (a producer sending one at a time): decoded
-            # by hand, without the general decoder; its frame's command is a placeholder, the
-            # fields are lone[0] (broker/lone_send.py).
+            # and checked by hand, without the general decoder; its frame is a placeholder,
+            # the fields and the entry to store are lone's (broker/lone_send.py).
             lone = None
             if not self.decoder.buffered and self.connected:
                 lone = decode_lone_send(data, self.decoder.max_frame_size)
             try:
-                decoded = [lone[1]] if lone is not None else self.decoder.feed(data)
+                decoded = [LONE_SEND_FRAME] if lone is not None else self.decoder.feed(data)
             except ProtocolError as exc:
                 log.info("closing connection %s: %s", self.address, exc)
                 await self._answer_http(data)
@@ -256,17 +255,21 @@ class ServerConnection:
                             input_batch.begin()
                             # Handled in this task step, no coroutine per SEND (only one that
                             # must wait for room goes through _on_send).
-                            send: SendFields = cmd.send if lone is None else lone[0]
-                            keep = self._send_now(send, frame)
+                            if lone is None:
+                                send: SendFields = cmd.send
+                                keep = self._send_now(send, frame, None)
+                            else:
+                                send = lone
+                                keep = self._send_now(lone, frame, lone.entry)
                             if keep is None:
-                                keep = await self._on_send(send, frame)
+                                keep = await self._on_send(send, frame, None if lone is None else lone.entry)
                         else:
                             input_batch.end()
                             keep = await self._handle(frame)
                     except _STREAM_ERRORS:
                         raise
                     except Exception as exc:
-                        keep = self._command_failed(frame.command if lone is None else lone[0].command(), exc)
+                        keep = self._command_failed(frame.command if lone is None else lone.command(), exc)
                     if not keep:
                         return False
             finally:
@@ -436,7 +439,7 @@ class ServerConnection:
             # No declared access rule (see broker/authorization.py): refused, whoever asks.
             await self._authorize(cmd)
         if t == T.SEND:  # (the reader handles a SEND itself once connected)
-            return await self._on_send(cmd.send, frame)
+            return await self._on_send(cmd.send, frame, None)
         elif t == T.FLOW:
             c = self.consumers.get(cmd.flow.consumer_id)
             if c is not None and c.subscription is not None:
@@ -614,7 +617,7 @@ class ServerConnection:
         finally:
             self._creating_producers.discard(pid)
 
-    async def _on_send(self, c: SendFields, frame: frames.Frame) -> bool:
+    async def _on_send(self, c: SendFields, frame: frames.Frame, entry: bytes | None) -> bool:
         """Persist one SEND (receipts in order), waiting for room first (at most
         max_pending_publish_requests_per_connection in flight); False = close the connection."""
         limit = self.config.max_pending_publish_requests_per_connection
@@ -624,15 +627,16 @@ class ServerConnection:
             input_batch.end()
             if self._pending_publish < limit:
                 break
-            self._publish_room = trio.Event()
-            await self._publish_room.wait()
-        keep = self._send_now(c, frame)
+            room = self._publish_room = trio.Event()
+            await room.wait()
+        keep = self._send_now(c, frame, entry)
         assert keep is not None  # room was made above, nothing awaited since
         return keep
 
-    def _send_now(self, c: SendFields, frame: frames.Frame) -> bool | None:
+    def _send_now(self, c: SendFields, frame: frames.Frame, entry: bytes | None) -> bool | None:
         """Persist one SEND without awaiting (receipts in order); False = close the connection,
-        None = no room now (nothing done: the caller awaits ``_on_send``)."""
+        None = no room now (nothing done: the caller awaits ``_on_send``). ``entry``: the
+        entry to store, already checked (a lone SEND), or None: the frame's, checked here."""
         if self._pending_publish >= self.config.max_pending_publish_requests_per_connection:
             return None
         pid = c.producer_id
@@ -649,19 +653,21 @@ class ServerConnection:
                                     f"Producer {pid} is not open on this connection"))
             return False
         highest = c.highest_sequence_id  # 0 when absent (its default)
-        if frame.checksum_ok is False:
-            slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
-            producer.complete(slot, -1, -1, ChecksumError("Checksum failed on the broker"))
-            return True
-        try:
-            check_message(frame)
-        except BrokerError as exc:
-            # Stored, it would fail every consumer and every restart that reads it.
-            log.info("rejected a SEND of producer %s on %s: %s", producer.name, producer.topic.name, exc)
-            slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
-            producer.complete(slot, -1, -1, exc)
-            return True
-        data = frame.stored_entry()
+        if entry is None:
+            if frame.checksum_ok is False:
+                slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
+                producer.complete(slot, -1, -1, ChecksumError("Checksum failed on the broker"))
+                return True
+            try:
+                check_message(frame)
+            except BrokerError as exc:
+                # Stored, it would fail every consumer and every restart that reads it.
+                log.info("rejected a SEND of producer %s on %s: %s", producer.name, producer.topic.name, exc)
+                slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
+                producer.complete(slot, -1, -1, exc)
+                return True
+            entry = frame.stored_entry()
+        data = entry
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
         self._pending_publish += 1
         self.service.metrics.published(c.num_messages, len(data))
@@ -670,7 +676,10 @@ class ServerConnection:
 
     def _publish_done(self) -> None:
         self._pending_publish -= 1
-        self._publish_room.set()
+        room = self._publish_room
+        if room is not None:
+            self._publish_room = None
+            room.set()
 
     def _on_close_producer(self, c: pb.CommandCloseProducer) -> None:
         producer = self.producers.pop(c.producer_id, None)

@@ -12,9 +12,14 @@ CommandSend with nothing but ``producer_id``, ``sequence_id`` (both required), `
 and ``highest_sequence_id``, every varint in its canonical range, and a payload after it.
 Anything else (a transaction id, a chunk or marker flag, fields in another order, a second or
 partial frame, an oversized frame) returns None and takes the general path, which gives every
-error its usual answer. The payload part is checked by the same code as the general path's
-(``frames.payload_frame``: checksum, metadata size). The frame's ``command`` is a shared
-SEND placeholder (see ``LONE_SEND_COMMAND``): its fields are the ``LoneSend``'s.
+error its usual answer. The entry after the command is checked here as the general path checks a
+SEND's (``frames.payload_frame`` then ``broker.producer.check_message``), in one step and only
+in its common shape: the 0x0e01 magic with a CRC32C that matches, a metadata size inside the
+frame, a MessageMetadata that parses with its required fields and no batch count under 1.
+Anything else (no checksum, a mismatch, broker entry metadata, bad metadata) returns None: the
+general path answers it (ChecksumError, InvalidMessageError). ``LoneSend.entry`` is then the
+bytes the broker stores, as ``Frame.stored_entry`` would give them, and the frame handed on is
+the shared placeholder ``LONE_SEND_FRAME``.
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
+import crc32c as _crc32c
+from google.protobuf.message import DecodeError
+
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
-from clients.protocol.errors import ProtocolError
 from quire.varint import decode_varint
 
 _TWO_U32 = struct.Struct(">II")
+_MAGIC_CRC = b"\x0e\x01"  # frames.MAGIC_CRC32C, big-endian
+_MessageMetadata = pb.MessageMetadata
 # BaseCommand{type (field 1, varint) = SEND (6), send (field 6, length-delimited) = ...}
 _SEND_PREFIX = b"\x08\x06\x32"
 _I32_MAX = (1 << 31) - 1
@@ -55,18 +64,21 @@ class SendFields(Protocol):
 # is empty: the fields are the LoneSend's, and ``LoneSend.command()`` parses the real one (for an
 # error's answer). Never modified.
 LONE_SEND_COMMAND = pb.BaseCommand(type=pb.BaseCommand.SEND)
+# The frame of every lone SEND (its entry is the LoneSend's, already checked). Never modified.
+LONE_SEND_FRAME = frames.Frame(LONE_SEND_COMMAND)
 
 
 @dataclass(slots=True)
 class LoneSend:
-    """The CommandSend fields of a hand-decoded SEND (absent ones at their protobuf defaults)
-    and the BaseCommand's bytes."""
+    """The CommandSend fields of a hand-decoded SEND (absent ones at their protobuf defaults),
+    the BaseCommand's bytes and the checked entry as stored (from the 0x0e01 magic on)."""
 
     producer_id: int
     sequence_id: int
     num_messages: int
     highest_sequence_id: int
     raw_command: memoryview
+    entry: bytes
 
     def command(self) -> pb.BaseCommand:
         """The SEND's real BaseCommand (parsed now: only an error's answer needs it)."""
@@ -75,8 +87,9 @@ class LoneSend:
         return command
 
 
-def decode_lone_send(data: bytes | bytearray, max_frame_size: int) -> tuple[LoneSend, frames.Frame] | None:
-    """``data`` as one SEND frame (with its leading total size), or None: not that shape."""
+def decode_lone_send(data: bytes | bytearray, max_frame_size: int) -> LoneSend | None:
+    """``data`` as one SEND frame (with its leading total size) whose entry passes the broker's
+    checks, or None: not that shape, or anything the general path must answer."""
     n = len(data)
     if n < 12:
         return None
@@ -110,9 +123,22 @@ def decode_lone_send(data: bytes | bytearray, max_frame_size: int) -> tuple[Lone
             return None
     if pos != end or pid < 0 or seq < 0:
         return None
-    view = memoryview(data)
-    try:
-        frame = frames.payload_frame(LONE_SEND_COMMAND, view[end:])
-    except ProtocolError:  # a bad payload part: the general path answers it
+    # [0x0e01][crc32c u32][metaSize u32][metadata][payload]
+    meta_at = end + 10
+    if n < meta_at or data[end:end + 2] != _MAGIC_CRC:
         return None
-    return LoneSend(pid, seq, num, highest, view[8:end]), frame
+    crc, meta_size = _TWO_U32.unpack_from(data, end + 2)
+    if meta_size > n - meta_at:
+        return None
+    view = memoryview(data)
+    if _crc32c.crc32c(view[end + 6:]) != crc:
+        return None
+    md = _MessageMetadata()
+    try:
+        md.ParseFromString(view[meta_at:meta_at + meta_size])
+    except (DecodeError, ValueError, RuntimeError):
+        return None
+    # (upb does not enforce proto2 `required` while parsing: IsInitialized does)
+    if not md.IsInitialized() or (md.HasField("num_messages_in_batch") and md.num_messages_in_batch < 1):
+        return None
+    return LoneSend(pid, seq, num, highest, view[8:end], bytes(view[end:]))

@@ -1,6 +1,7 @@
-"""broker/lone_send.py: a read holding one plain SEND frame decodes by hand to exactly what the
-general decoder gives, every other shape is left to the general decoder (None), and through a
-broker connection such SENDs are stored and answered as before."""
+"""broker/lone_send.py: a read holding one plain SEND frame with a checked entry decodes by hand
+to exactly what the general decoder gives (fields, and the entry the broker stores), every other
+shape and every entry the broker would refuse is left to the general decoder (None), and through
+a broker connection such SENDs are stored and answered as before."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import trio
 
 from broker import connection as connection_module
-from broker.lone_send import LONE_SEND_COMMAND, decode_lone_send
+from broker.lone_send import LONE_SEND_COMMAND, LONE_SEND_FRAME, decode_lone_send
+from broker.producer import check_message
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
@@ -30,19 +32,18 @@ def _send_frame(send: pb.CommandSend, payload: bytes = b"payload", *, checksum: 
 
 
 def _assert_same_as_general(data: bytes) -> None:
-    lone = decode_lone_send(data, MAX)
-    assert lone is not None
-    fields, frame = lone
+    fields = decode_lone_send(data, MAX)
     (general,) = frames.FrameDecoder().feed(data)
+    if general.checksum_ok is not True:  # no checksum (or a wrong one): the general path's
+        assert fields is None
+        return
+    assert fields is not None
+    check_message(general)  # what the lone path accepts, the general path accepts too
     send = general.command.send
     assert (fields.producer_id, fields.sequence_id, fields.num_messages, fields.highest_sequence_id) == (
         send.producer_id, send.sequence_id, send.num_messages, send.highest_sequence_id)
     assert fields.command() == general.command  # parsed from the same bytes, for an error's answer
-    assert frame.command is LONE_SEND_COMMAND and frame.command.type == pb.BaseCommand.SEND
-    assert frame.checksum_ok == general.checksum_ok
-    assert bytes(frame.entry or b"") == bytes(general.entry or b"")
-    assert bytes(frame.metadata_and_payload or b"") == bytes(general.metadata_and_payload or b"")
-    assert frame.stored_entry() == general.stored_entry()
+    assert fields.entry == general.stored_entry()
 
 
 def test_plain_sends_decode_as_the_general_decoder_does() -> None:
@@ -58,18 +59,19 @@ def test_plain_sends_decode_as_the_general_decoder_does() -> None:
                                             checksum=rng.random() < 0.8))
 
 
-def test_a_corrupted_payload_is_reported_as_by_the_general_decoder() -> None:
+def test_a_corrupted_payload_is_left_to_the_general_decoder() -> None:
     data = bytearray(_send_frame(pb.CommandSend(producer_id=1, sequence_id=2)))
     data[-1] ^= 0xFF  # the payload no longer matches its CRC32C
-    lone = decode_lone_send(bytes(data), MAX)
-    assert lone is not None and lone[1].checksum_ok is False
-    _assert_same_as_general(bytes(data))
+    assert decode_lone_send(bytes(data), MAX) is None
+    (general,) = frames.FrameDecoder().feed(bytes(data))
+    assert general.checksum_ok is False  # answered ChecksumError there
 
 
-def test_the_shared_placeholder_command_stays_untouched() -> None:
+def test_the_shared_placeholders_stay_untouched() -> None:
     for seq in range(3):
         decode_lone_send(_send_frame(pb.CommandSend(producer_id=9, sequence_id=seq, highest_sequence_id=seq)), MAX)
     assert LONE_SEND_COMMAND == pb.BaseCommand(type=pb.BaseCommand.SEND)
+    assert LONE_SEND_FRAME == frames.Frame(LONE_SEND_COMMAND)
 
 
 def test_every_other_shape_is_left_to_the_general_decoder() -> None:
@@ -91,6 +93,20 @@ def test_every_other_shape_is_left_to_the_general_decoder() -> None:
     send = pb.CommandSend(producer_id=1, sequence_id=2).SerializeToString()
     for body in (b"\x32" + bytes([len(send)]) + send + b"\x08\x06", b"\x08\x06\x32\x02\x08\x01"):
         others.append(frames.frame_with_entry(body, frames.encode_entry(C.message_metadata("p", 0, 1), b"x")))
+    # entries the broker refuses (the general path answers them) or stores differently
+    cmd = pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(producer_id=1, sequence_id=2))
+    good_meta = C.message_metadata("p", 0, 1)
+    bad_count = C.message_metadata("p", 0, 1)
+    bad_count.num_messages_in_batch = 0
+    missing = pb.MessageMetadata(producer_name="p")  # sequence_id and publish_time are required
+    others += [
+        frames.encode_payload_command(cmd, good_meta, b"x", checksum=False),
+        frames.encode_payload_command(cmd, bad_count, b"x"),
+        frames.encode_payload_command(cmd, missing.SerializePartialToString(), b"x"),
+        frames.encode_payload_command(cmd, b"\xff\xff\xff", b"x"),  # metadata that does not parse
+        frames.frame_with_entry(cmd, b"\x0e\x02" + bytes(4) + frames.encode_entry(good_meta, b"x")),  # broker entry metadata
+        frames.frame_with_entry(cmd, b"\x0e\x01" + bytes(4) + b"\x00\x00\x10\x00" + b"short"),  # metadata size past the end
+    ]
     for data in others:
         assert decode_lone_send(data, MAX) is None, data[:24].hex()
     assert decode_lone_send(plain, len(plain) - 5) is None  # over the frame size limit
@@ -120,10 +136,10 @@ async def test_sends_one_per_read_are_stored_and_answered_in_order(
         assert receipt.message_id.entryId == seq
     assert len(decoded) == 3 and all(d is not None for d in decoded)  # all three took the lone path
 
-    def bug(frame: frames.Frame) -> None:
+    def bug(*args: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(connection_module, "check_message", bug)
+    monkeypatch.setattr(broker.metrics, "published", bug)
     with caplog.at_level(logging.ERROR, logger="broker.connection"):
         await conn.stream.send_all(_send_frame(pb.CommandSend(producer_id=1, sequence_id=3)))
         with trio.fail_after(10):
