@@ -369,7 +369,9 @@ class Journal:
         group is for the writer thread (too large, or durable writes are slow now)."""
         if not self._pending:
             return
-        if not (self._writer_idle and self._inline_ok()):
+        # (_inline_ok, inlined: once per unbatched add)
+        if not (self._writer_idle and self._pending_bytes <= _INLINE_WRITE_MAX
+                and self._sync_ewma <= _INLINE_MAX_SYNC_S and self._file is not None):
             self._wakeup.set()
             return
         bufs, cbs, acks, nbytes = self._take_group()

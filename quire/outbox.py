@@ -63,7 +63,13 @@ class Outbox:
         self._frames.append(frame)
         self.queued_bytes += len(frame)
         if self._writer is not None:
-            self._wake_or_defer()
+            # (_wake_or_defer, inlined: once per receipt)
+            batch = _deferred_batch
+            if batch is None or self._write is None:
+                self._wake()
+            elif not self._deferred:
+                self._deferred = True
+                batch.append(self)
 
     def put_many(self, frames: list[bytes], nbytes: int = -1) -> None:
         if self.closed:
@@ -129,7 +135,9 @@ class Outbox:
             self._frames = [data]
             return
         self._frames = [data[n:]] if n < len(data) else []
-        self._sent(n)
+        self.queued_bytes -= n  # (_sent, inlined)
+        if self._waiters:
+            self._release_waiters()
 
     def _wake(self) -> None:
         task = self._writer
@@ -146,6 +154,11 @@ class Outbox:
 
     def _sent(self, n: int) -> None:
         self.queued_bytes -= n
+        if self._waiters:
+            self._release_waiters()
+
+    def _release_waiters(self) -> None:
+        """Set the wait_below waiters whose limit is met now."""
         if self._waiters:
             left = []
             for limit, ev in self._waiters:
