@@ -123,7 +123,19 @@ class AddPipeline(ManagedLedgerState):
         waiting, the entry goes straight to the ledger client and the callback runs from its
         completion (the journal's group commit in standalone). Raises ManagedLedgerError at once
         if the managed ledger is not writable."""
-        self._add(data, callback)
+        lh = self._current
+        if (  # (_add's fast path, inlined: once per add)
+            self.state is State.LEDGER_OPENED
+            and lh is not None
+            and not self._add_backlog
+            and self._reserved_entries < self._max_entries
+            and self._reserved_size < self._max_size_bytes
+            and self._slots_free > 0
+        ):
+            self._slots_free -= 1
+            self._dispatch_add(lh, data, callback)
+        else:
+            self._add(data, callback)
 
     def _add(self, data: bytes, callback: AddCallback) -> "QueuedAdd | None":
         lh = self._current
