@@ -185,3 +185,35 @@ async def test_local_range_reads_take_the_bookies_cap_not_the_client_batch(local
         assert await lh.read_payloads(0, 299) == data
         assert ranges[0][:2] == (0, 299) and 0 < ranges[0][2] < 300  # cut by the byte cap
         assert len(ranges) == 2 and ranges[1] == (ranges[0][2], 299, 300 - ranges[0][2])
+
+
+async def test_common_adds_take_the_processor_without_a_request(local_bookie, monkeypatch) -> None:
+    """Past a ledger's first add (the slow path: its state is looked up), a common add goes to
+    RequestProcessor.add_common from its fields: no Request is built; an add it does not take
+    (the writer fenced meanwhile) still gets its status through the general path."""
+    from bookie.client import local_bookie as local_bookie_module
+
+    bookie, store = local_bookie
+    built: list[object] = []
+    real_request = local_bookie_module.Request
+
+    def counting_request(*args: object, **kwargs: object) -> object:
+        req = real_request(*args, **kwargs)  # type: ignore[arg-type]
+        built.append(req)
+        return req
+
+    monkeypatch.setattr(local_bookie_module, "Request", counting_request)
+    local = {bookie.bookie_id: bookie.processor}
+    async with BookKeeper(store, fast_config(), local_bookies=local) as writer, \
+            BookKeeper(store, fast_config(), local_bookies=local) as reader:
+        lh = await writer.create_ledger(1, 1, 1, password=b"pw")
+        await lh.add_entry(b"first")
+        first = len(built)
+        for i in range(50):
+            await lh.add_entry(b"e%d" % i)
+        assert len(built) == first, "a common add built a Request"
+        await reader.open_ledger(lh.ledger_id, password=b"pw", recovery=True)
+        before = len(built)
+        with pytest.raises(BKLedgerFencedError):
+            await lh.add_entry(b"late")
+        assert len(built) > before  # the fenced add took the general path, which answered it
