@@ -235,11 +235,26 @@ class ServerConnection:
             # One whole plain SEND in this read (a producer sending one at a time): decoded
             # and checked by hand, without the general decoder; its frame is a placeholder,
             # the fields and the entry to store are lone's (broker/lone_send.py).
-            lone = None
             if not self.decoder.buffered and self.connected:
                 lone = decode_lone_send(data, self.decoder.max_frame_size)
+                if lone is not None:
+                    # (the loop below for its one SEND: no list, no command type to read)
+                    input_batch.begin()
+                    try:
+                        keep = self._send_now(lone, LONE_SEND_FRAME, lone.entry)
+                        if keep is None:
+                            keep = await self._on_send(lone, LONE_SEND_FRAME, lone.entry)
+                    except _STREAM_ERRORS:
+                        raise
+                    except Exception as exc:
+                        keep = self._command_failed(lone.command(), exc)
+                    finally:
+                        input_batch.end()
+                    if not keep:
+                        return False
+                    continue
             try:
-                decoded = [LONE_SEND_FRAME] if lone is not None else self.decoder.feed(data)
+                decoded = self.decoder.feed(data)
             except ProtocolError as exc:
                 log.info("closing connection %s: %s", self.address, exc)
                 await self._answer_http(data)
@@ -255,21 +270,17 @@ class ServerConnection:
                             input_batch.begin()
                             # Handled in this task step, no coroutine per SEND (only one that
                             # must wait for room goes through _on_send).
-                            if lone is None:
-                                send: SendFields = cmd.send
-                                keep = self._send_now(send, frame, None)
-                            else:
-                                send = lone
-                                keep = self._send_now(lone, frame, lone.entry)
+                            send: SendFields = cmd.send
+                            keep = self._send_now(send, frame, None)
                             if keep is None:
-                                keep = await self._on_send(send, frame, None if lone is None else lone.entry)
+                                keep = await self._on_send(send, frame, None)
                         else:
                             input_batch.end()
                             keep = await self._handle(frame)
                     except _STREAM_ERRORS:
                         raise
                     except Exception as exc:
-                        keep = self._command_failed(frame.command if lone is None else lone.command(), exc)
+                        keep = self._command_failed(frame.command, exc)
                     if not keep:
                         return False
             finally:
