@@ -63,13 +63,7 @@ class Outbox:
         self._frames.append(frame)
         self.queued_bytes += len(frame)
         if self._writer is not None:
-            # (_wake_or_defer, inlined: once per receipt)
-            batch = _deferred_batch
-            if batch is None or self._write is None:
-                self._wake()
-            elif not self._deferred:
-                self._deferred = True
-                batch.append(self)
+            self._wake_or_defer()
 
     def put_many(self, frames: list[bytes], nbytes: int = -1) -> None:
         if self.closed:
