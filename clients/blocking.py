@@ -491,6 +491,9 @@ class _SendWaiter:
         self._ids[0] = message_id
         self._done.release()
 
+    def settled(self) -> bool:
+        return not self._done.locked()
+
     def callback(self, index: int) -> Callable[[BaseException | None, MessageId | None], None]:
         def settled(error: BaseException | None, message_id: MessageId | None) -> None:
             self._room.release()
@@ -526,6 +529,7 @@ class Producer:
         self._closed = False
         # A single-topic producer can send from the caller's thread (a partitioned one cannot).
         self._direct: Callable[[Any, Callable[..., None]], bool] | None = getattr(inner, "send_direct", None)
+        self._read_own: Callable[[Callable[[], bool]], bool] | None = getattr(inner, "read_own_receipt", None)
         # Without a schema, bytes with no other argument need no conversion (send_async's hot path).
         self._raw_bytes = inner._config.schema is None
 
@@ -578,6 +582,8 @@ class Producer:
                 room.release()
                 raise
             if sent:
+                if self._read_own is not None:
+                    self._read_own(waiter.settled)  # this thread reads the receipt when it can
                 return waiter.wait(self._loop)[0]
             room.release()
         return self._send_and_wait([msg])[0]
