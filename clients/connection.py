@@ -21,9 +21,10 @@ for the loop thread to let go of the GIL). A borrower that found the socket not 
 so the receipt wakes no one else). A borrower polls and reads under ``_rlock`` and settles only
 a read that is one plain receipt of a direct send (``_settle_direct``, under the producer's
 lock); any other read goes, whole and in order, to the loop thread, and the socket with it. The
-reader takes the socket back when told so, when consumers or requests use the connection, or
-when no borrower read for ``LEND_CHECK_S`` (what arrives between a borrower's sends waits at
-most that long); ``_shutdown`` takes ``_rlock`` before closing the fd.
+reader takes the socket back at once when the loop writes a frame (its answer is the loop's to
+read) or a consumer registers, and otherwise when no borrower read for ``LEND_CHECK_S`` (what
+the broker sends unasked between a borrower's sends waits at most about that long);
+``_shutdown`` takes ``_rlock`` before closing the fd.
 """
 
 from __future__ import annotations
@@ -264,6 +265,8 @@ class ClientConnection:
         if self.is_closed:
             raise errors.NotConnected(f"connection to {self.url} is closed")
         self._outbox.put(data)
+        if self._lent:  # what the loop sends, the loop reads the answer of: no wait for a take-back
+            self._take_back.set()
 
     def send(self, command: BaseCommand) -> None:
         self.write(frames.encode_command(command))
@@ -349,7 +352,6 @@ class ClientConnection:
         """Send a command and wait for the reply with its request_id; ERROR replies raise."""
         waiter = _Waiter()
         self._pending[request_id] = waiter
-        self._take_back.set()  # the reply must not wait for a borrower
         try:
             self.send(command)
             timeout = self._config.operation_timeout_s if timeout is None else timeout

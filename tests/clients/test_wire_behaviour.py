@@ -507,3 +507,38 @@ async def test_consumer_resubscribes_when_connection_dies_right_after_subscribe(
             msg = await consumer.receive(10_000)
         assert msg.data() == b"after"
         assert len(fake.commands(T.SUBSCRIBE)) == 3
+
+
+async def test_a_lent_socket_comes_back_for_what_the_loop_sends(fake: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the reader's periodic take-back out of the way (a 60 s check), the socket a
+    synchronous sender borrowed still comes back at once when the loop writes a frame: async
+    sends' receipts, a new producer's request and a subscription's messages arrive while no
+    caller reads."""
+    from clients import connection as connection_module
+
+    monkeypatch.setattr(connection_module, "LEND_CHECK_S", 60.0)
+
+    def body() -> list[bytes]:
+        client = clients.Client(fake.url, operation_timeout_seconds=10)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=10_000)
+            for i in range(10):
+                producer.send(b"s%d" % i)  # the socket is lent after the first
+            settled: list[Any] = []
+            for i in range(5):
+                producer.send_async(b"a%d" % i, lambda res, _mid: settled.append(res))
+            producer.flush()
+            assert settled == [clients.Result.Ok] * 5
+            producer.send(b"s10")  # lent again
+            other = client.create_producer(TOPIC + "-other", batching_enabled=False)
+            other.send(b"o")
+            producer.send(b"s11")
+            consumer = client.subscribe(TOPIC, "sub", initial_position=clients.InitialPosition.Earliest)
+            got = [consumer.receive(10_000).data() for _ in range(3)]
+            producer.send(b"s12")
+            return got
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == [b"s0", b"s1", b"s2"]
