@@ -571,9 +571,10 @@ class Producer:
         deliver_after: Any = None,
     ) -> MessageId:
         """Send and wait for the broker's receipt. With nothing else of this producer pending,
-        the frame is written to the socket from this thread (``send_direct``) and only the
-        receipt comes back through the loop thread (one thread wakeup per call, as the official
-        client); otherwise one hand-over to the loop thread, the open batch flushed at once."""
+        the frame is written to the socket from this thread (``send_direct``) and the receipt
+        read here too while the connection lends its socket (``read_own``: one thread wakeup
+        per call, no loop work); otherwise one hand-over to the loop thread, the open batch
+        flushed at once."""
         if type(content) is bytes and self._raw_bytes and properties is None and partition_key is None and (
             ordering_key is None and sequence_id is None and event_timestamp is None and deliver_at is None
             and deliver_after is None
