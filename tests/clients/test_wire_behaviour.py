@@ -542,3 +542,66 @@ async def test_a_lent_socket_comes_back_for_what_the_loop_sends(fake: FakeBroker
 
     with trio.fail_after(30):
         assert await trio.to_thread.run_sync(body) == [b"s0", b"s1", b"s2"]
+
+
+@pytest.mark.parametrize("where", ["poll", "after_read"])
+async def test_ctrl_c_while_a_sender_reads_its_receipt(
+        fake: FakeBroker, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A KeyboardInterrupt in the caller's thread while it reads its own receipt: waiting in
+    poll (nothing read: the socket goes back to the reader) or after a read it did not handle
+    (the bytes are gone: the connection closes and the producer re-sends on a new one). Either
+    way the interrupt reaches the caller, later sends still return and close does not hang."""
+    from clients import connection as connection_module
+
+    decode = connection_module.decode_lone_receipt
+    fired: list[str] = []
+    armed: list[bool] = []
+
+    def interrupting(data: bytes) -> Any:
+        if threading.current_thread().name == "caller" and armed and not fired and where == "after_read":
+            fired.append(where)
+            raise KeyboardInterrupt
+        return decode(data)
+
+    monkeypatch.setattr(connection_module, "decode_lone_receipt", interrupting)
+
+    real_poll = connection_module.select.poll
+
+    class InterruptingPoll:
+        def __init__(self) -> None:
+            self._poll = real_poll()
+
+        def register(self, fd: int, events: int) -> None:
+            self._poll.register(fd, events)
+
+        def poll(self, timeout: float) -> Any:
+            if where == "poll" and armed and not fired:
+                fired.append(where)
+                raise KeyboardInterrupt
+            return self._poll.poll(timeout)
+
+    monkeypatch.setattr(connection_module.select, "poll", InterruptingPoll, raising=True)
+
+    def body() -> tuple[list[int], bool]:
+        threading.current_thread().name = "caller"
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+            ids = [producer.send(b"%d" % i).entry_id() for i in range(5)]
+            interrupted = False
+            armed.append(True)
+            try:
+                producer.send(b"x")
+            except KeyboardInterrupt:
+                interrupted = True
+            ids += [producer.send(b"%d" % i).entry_id() for i in range(5, 10)]
+            return ids, interrupted
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        ids, interrupted = await trio.to_thread.run_sync(body)
+    assert interrupted and fired == [where]
+    assert ids[:5] == list(range(5)) and len(set(ids)) == 10
+    sent = [bytes(e[-1:]) for e in fake.entries]
+    assert b"x" in sent  # the interrupted send itself went out (at least once)
