@@ -679,8 +679,13 @@ class Producer:
                 deliver_after=deliver_after,
             )
         room = self._room
-        if not room.acquire(blocking=self._block):
-            raise errors.ProducerQueueIsFull("max_pending_messages reached")
+        if not room.acquire(blocking=False):
+            if not self._block:
+                raise errors.ProducerQueueIsFull("max_pending_messages reached")
+            # The window is full: nothing more comes until receipts free room, so the open batch
+            # goes now instead of waiting to fill (more of the window in flight, not held here).
+            self._calls.call_soon(self._flush_open, None)
+            room.acquire()
         group = self._group
         group.items.append((msg, _SendDone(room, callback)))
         if not group.posted:
@@ -691,6 +696,12 @@ class Producer:
                 group.items.clear()
                 room.release()
                 raise
+
+    def _flush_open(self, _: None) -> None:
+        """On the loop thread, after the messages handed over before it: send the open batch."""
+        flush = getattr(self._p, "flush_open_batch", None)
+        if flush is not None:
+            flush()
 
     def _submit_group(self, group: "_SendGroup") -> None:
         """On the loop thread: queue the messages ``send_async`` handed over (in one go when the

@@ -605,3 +605,28 @@ async def test_ctrl_c_while_a_sender_reads_its_receipt(
     assert ids[:5] == list(range(5)) and len(set(ids)) == 10
     sent = [bytes(e[-1:]) for e in fake.entries]
     assert b"x" in sent  # the interrupted send itself went out (at least once)
+
+
+async def test_a_full_window_sends_the_open_batch(fake: FakeBroker) -> None:
+    """send_async that finds the window full (block_if_queue_full) sends the open batch at once
+    rather than leave it to the batch timer (here a minute): nothing more can join it until
+    receipts free room. 40 messages through a window of 8 go in batches of up to 8."""
+
+    def body() -> list[Any]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(
+                TOPIC, batching_enabled=True, max_pending_messages=8, block_if_queue_full=True,
+                batching_max_publish_delay_ms=60_000, batching_max_messages=1000)
+            settled: list[Any] = []
+            for i in range(40):
+                producer.send_async(b"%d" % i, lambda res, _mid: settled.append(res))
+            producer.flush()
+            return settled
+        finally:
+            client.close()
+
+    with trio.fail_after(20):  # (abandoned on failure: a blocked send_async would hold the test)
+        assert await trio.to_thread.run_sync(body, abandon_on_cancel=True) == [clients.Result.Ok] * 40
+    sends = fake.commands(T.SEND)
+    assert sum(s.num_messages for s in sends) == 40 and max(s.num_messages for s in sends) <= 8
