@@ -22,8 +22,10 @@ so the receipt wakes no one else). A borrower polls and reads under ``_rlock`` a
 a read that is one plain receipt of a direct send (``_settle_direct``, under the producer's
 lock); any other read goes, whole and in order, to the loop thread, and the socket with it. The
 reader takes the socket back at once when the loop writes a frame (its answer is the loop's to
-read) or a consumer registers, and otherwise when no borrower read for ``LEND_CHECK_S`` (what
-the broker sends unasked between a borrower's sends waits at most about that long);
+read) or a consumer registers, and otherwise at a check every ``LEND_CHECK_S`` that finds no
+borrower read since the last one (what the broker sends unasked while no caller reads waits up
+to twice that; the check is that rare because each one takes the GIL, and a loop thread that
+the kernel preempts while holding it stalls the caller's next receipt on a loaded machine);
 ``_shutdown`` takes ``_rlock`` before closing the fd.
 """
 
@@ -62,7 +64,7 @@ CLIENT_VERSION = "Pulsar-Python-quire-0.1"
 # The C++ client's default when CONNECTED carries no max_message_size.
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 - 10 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
-LEND_CHECK_S = 0.01  # how often a reader that lent the socket looks whether borrowers still read
+LEND_CHECK_S = 0.05  # how often a reader that lent the socket looks whether borrowers still read
 BORROW_POLL_MS = 100  # a borrower re-checks its send, the connection and the lend this often
 
 _RESPONSE_TYPES = {
