@@ -24,8 +24,9 @@ lock); any other read goes, whole and in order, to the loop thread, and the sock
 reader takes the socket back at once when the loop writes a frame (its answer is the loop's to
 read) or a consumer registers, and otherwise at a check every ``LEND_CHECK_S`` that finds no
 borrower read since the last one (what the broker sends unasked while no caller reads waits up
-to twice that; the check is that rare because each one takes the GIL, and a loop thread that
-the kernel preempts while holding it stalls the caller's next receipt on a loaded machine);
+to twice that). The check is that rare because each one takes the GIL in the loop thread: at
+load 7 a 10 ms check measured a p50 of 517 µs against 309 µs with 50 ms (presumably a loop
+thread preempted while it holds the GIL stalls the caller's next receipt);
 ``_shutdown`` takes ``_rlock`` before closing the fd.
 """
 
