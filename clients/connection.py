@@ -38,8 +38,8 @@ import os
 import select
 import ssl
 import threading
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
