@@ -5,7 +5,9 @@ process per variant (``ours``: this checkout's ``clients/``, ``base``: ``--base`
 pulsar-client) sends ``--messages`` messages one at a time (batching off, as the peers latency
 workload) and reports the p50, the process's CPU per send and each thread's, from
 /proc/self/task/*/schedstat (nanoseconds on CPU) and /proc/self/task/*/stat (user/sys ticks):
-``caller`` is the sending thread, ``other`` every other thread (the client's loop or I/O threads).
+``caller`` is the sending thread, ``other`` every other thread (the client's loop or I/O threads);
+per send, each also counts voluntary and involuntary context switches (/proc/self/task/*/status:
+wakeups after a wait, and preemptions).
 
 ``--profile`` (one worker of ``--tree``, no pairing) runs cProfile in the caller and in the
 client's loop thread and prints Python calls per send and the most called functions, and counts
@@ -34,8 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
 
 
-def _threads() -> dict[int, tuple[int, float, float, int]]:
-    """Per thread id: (ns on CPU, user µs, sys µs, minor page faults)."""
+def _threads() -> dict[int, tuple[int, float, float, int, int, int]]:
+    """Per thread id: (ns on CPU, user µs, sys µs, minor page faults, voluntary and involuntary
+    context switches: a wakeup after a wait, a preemption)."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
         try:
@@ -43,9 +46,12 @@ def _threads() -> dict[int, tuple[int, float, float, int]]:
                 ns = int(f.read().split()[0])
             with open(f"/proc/self/task/{tid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
         except OSError:
             continue
-        out[int(tid)] = (ns, int(fields[11]) * TICK_US, int(fields[12]) * TICK_US, int(fields[7]))
+        out[int(tid)] = (ns, int(fields[11]) * TICK_US, int(fields[12]) * TICK_US, int(fields[7]),
+                         int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"]))
     return out
 
 
@@ -91,18 +97,17 @@ def _worker(args: argparse.Namespace) -> None:
         p._loop.run_sync(profs[1].disable)
     p.close()
     c.close()
-    per = {"caller": [0.0, 0.0, 0.0, 0.0], "other": [0.0, 0.0, 0.0, 0.0]}
-    for tid, (ns, user, sys_, minflt) in after.items():
-        b = before.get(tid, (0, 0.0, 0.0, 0))
+    per = {"caller": [0.0] * 6, "other": [0.0] * 6}
+    for tid, now in after.items():
+        b = before.get(tid, (0, 0.0, 0.0, 0, 0, 0))
         row = per["caller" if tid == me else "other"]
-        row[0] += (ns - b[0]) / 1e3 / n
-        row[1] += (user - b[1]) / n
-        row[2] += (sys_ - b[2]) / n
-        row[3] += (minflt - b[3]) / n
+        row[0] += (now[0] - b[0]) / 1e3 / n
+        for i in range(1, 6):
+            row[i] += (now[i] - b[i]) / n
     result: dict[str, Any] = {"p50_us": round(sorted(lat)[n // 2], 1), "cpu_us_per_send": round(cpu / n * 1e6, 1)}
-    for name, (on_cpu, user, sys_, minflt) in per.items():
+    for name, (on_cpu, user, sys_, minflt, vol, invol) in per.items():
         result[name] = {"cpu_us": round(on_cpu, 1), "user_us": round(user, 1), "sys_us": round(sys_, 1),
-                        "minflt": round(minflt, 2)}
+                        "minflt": round(minflt, 2), "vol_cs": round(vol, 2), "invol_cs": round(invol, 2)}
     if profs:
         import pstats
 

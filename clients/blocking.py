@@ -39,6 +39,7 @@ from .producer import OutgoingMessage, ProducerConfig
 
 log = logging.getLogger(__name__)
 _OK = Result.Ok  # an enum member lookup costs ~0.2 µs: once, not per settled message
+LEND_RETRY_S = 0.001  # a lone send waiting on the loop thread looks this often whether it may read itself
 
 
 class _LoopThread:
@@ -491,6 +492,20 @@ class _SendWaiter:
         self._ids[0] = message_id
         self._done.release()
 
+    def settled(self) -> bool:
+        return not self._done.locked()
+
+    def read_own(self, read: Callable[[Callable[[], bool]], bool]) -> None:
+        """A lone direct send: read its receipt in this thread (``read``: the producer's
+        ``read_own_receipt``) whenever the connection lends its socket. While it does not, the
+        loop thread reads, but it may lend the socket before this receipt came (it lends after
+        a read, and a caller asks as soon as it was woken): look again every millisecond."""
+        done = self._done
+        while not read(self.settled):
+            if done.acquire(timeout=LEND_RETRY_S):
+                done.release()  # (settled: ``wait`` takes it)
+                return
+
     def callback(self, index: int) -> Callable[[BaseException | None, MessageId | None], None]:
         def settled(error: BaseException | None, message_id: MessageId | None) -> None:
             self._room.release()
@@ -526,6 +541,7 @@ class Producer:
         self._closed = False
         # A single-topic producer can send from the caller's thread (a partitioned one cannot).
         self._direct: Callable[[Any, Callable[..., None]], bool] | None = getattr(inner, "send_direct", None)
+        self._read_own: Callable[[Callable[[], bool]], bool] | None = getattr(inner, "read_own_receipt", None)
         # Without a schema, bytes with no other argument need no conversion (send_async's hot path).
         self._raw_bytes = inner._config.schema is None
 
@@ -555,9 +571,10 @@ class Producer:
         deliver_after: Any = None,
     ) -> MessageId:
         """Send and wait for the broker's receipt. With nothing else of this producer pending,
-        the frame is written to the socket from this thread (``send_direct``) and only the
-        receipt comes back through the loop thread (one thread wakeup per call, as the official
-        client); otherwise one hand-over to the loop thread, the open batch flushed at once."""
+        the frame is written to the socket from this thread (``send_direct``) and the receipt
+        read here too while the connection lends its socket (``read_own``: one thread wakeup
+        per call, no loop work); otherwise one hand-over to the loop thread, the open batch
+        flushed at once."""
         if type(content) is bytes and self._raw_bytes and properties is None and partition_key is None and (
             ordering_key is None and sequence_id is None and event_timestamp is None and deliver_at is None
             and deliver_after is None
@@ -578,6 +595,8 @@ class Producer:
                 room.release()
                 raise
             if sent:
+                if self._read_own is not None:
+                    waiter.read_own(self._read_own)  # this thread reads the receipt when it can
                 return waiter.wait(self._loop)[0]
             room.release()
         return self._send_and_wait([msg])[0]
@@ -660,8 +679,13 @@ class Producer:
                 deliver_after=deliver_after,
             )
         room = self._room
-        if not room.acquire(blocking=self._block):
-            raise errors.ProducerQueueIsFull("max_pending_messages reached")
+        if not room.acquire(blocking=False):
+            if not self._block:
+                raise errors.ProducerQueueIsFull("max_pending_messages reached")
+            # The window is full: nothing more comes until receipts free room, so the open batch
+            # goes now instead of waiting to fill (more of the window in flight, not held here).
+            self._calls.call_soon(self._flush_open, None)
+            room.acquire()
         group = self._group
         group.items.append((msg, _SendDone(room, callback)))
         if not group.posted:
@@ -672,6 +696,12 @@ class Producer:
                 group.items.clear()
                 room.release()
                 raise
+
+    def _flush_open(self, _: None) -> None:
+        """On the loop thread, after the messages handed over before it: send the open batch."""
+        flush = getattr(self._p, "flush_open_batch", None)
+        if flush is not None:
+            flush()
 
     def _submit_group(self, group: "_SendGroup") -> None:
         """On the loop thread: queue the messages ``send_async`` handed over (in one go when the

@@ -652,6 +652,24 @@ class Producer:
         if op.holds_slot:
             self._release(op)
 
+    def _settle_direct(self, cnx: "ClientConnection", seq: int, ledger: int, entry: int) -> bool:
+        """From the user thread reading its own receipt (``ClientConnection.read_own``): settle
+        the direct send this receipt is for, if it is the only one pending; False, with nothing
+        changed, for any other receipt (the loop thread's, in order)."""
+        with self._lock:
+            pending = self._pending
+            if len(pending) != 1 or pending[0].holds_slot or pending[0].sequence_id != seq or cnx is not self._cnx:
+                return False
+            self._on_receipt_ids(cnx, seq, ledger, entry)  # (no slot to release: no trio call)
+            return True
+
+    def read_own_receipt(self, done: Callable[[], bool]) -> bool:
+        """From the user thread of a send that went out directly: read its receipt in this
+        thread while the connection lends its socket (``ClientConnection.read_own``); False:
+        the loop thread settles it."""
+        cnx = self._cnx
+        return cnx is not None and cnx.read_own(done)
+
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
         if error.error == ServerError.ChecksumError and self._pending and self._pending[0].sequence_id == error.sequence_id:
             op = self._pending.popleft()

@@ -29,6 +29,7 @@ class FakeBroker:
         self.max_message_size: int | None = None
         self.redirect_to: str | None = None  # answer lookups with Redirect to this URL
         self.corrupt_entries: set[int] = set()  # entry ids dispatched with a flipped payload byte
+        self.after_receipt: dict[int, bytes] = {}  # sequence id -> frames written with its receipt
         self._streams: list[trio.SocketStream] = []
         self._consumers: dict[int, dict[str, Any]] = {}
         self._cancel = trio.CancelScope()
@@ -106,6 +107,7 @@ class FakeBroker:
                 out.append(frames.encode_command(
                     c.send_receipt(sub.producer_id, sub.sequence_id, 1, len(self.entries) - 1,
                                    partition=self.receipt_partition)))
+                out.append(self.after_receipt.pop(sub.sequence_id, b""))
             for consumer_id in self._consumers:
                 self._pump(consumer_id, out)
         elif t == T.SUBSCRIBE:

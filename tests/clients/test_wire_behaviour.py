@@ -13,6 +13,7 @@ import trio
 import clients
 from clients import AsyncClient
 from clients.protocol import batch, frames
+from clients.protocol import commands as cmds
 from clients.protocol.pulsar_api_pb2 import BaseCommand
 from tests.clients.fake_broker import FakeBroker
 
@@ -186,7 +187,41 @@ async def test_blocking_sync_sends_go_direct_and_their_receipts_are_hand_decoded
     if partition is None:
         assert [got[1:] for got in decoded] == [(seq, 1, seq) for seq in range(30)]
     else:
-        assert decoded == [None] * 30
+        assert len(decoded) >= 30 and set(decoded) == {None}  # (a borrower's read, then the loop's)
+
+
+async def test_blocking_sync_sends_read_their_own_receipts(fake: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One send at a time: after the first, the caller's thread reads its receipts itself (the
+    connection lends its socket); a read holding more than the receipt (here a PING with it)
+    goes back to the loop thread whole and in order (the PING answered, that send settled there)
+    and the next sends borrow again; the ids are the broker's."""
+    from clients.producer import Producer
+
+    settle = Producer._settle_direct
+    settled_in: list[str] = []
+
+    def recording(self: Producer, *args: Any) -> bool:
+        ok = settle(self, *args)
+        settled_in.append(threading.current_thread().name if ok else "refused")
+        return ok
+
+    monkeypatch.setattr(Producer, "_settle_direct", recording)
+    fake.after_receipt = {10: frames.encode_command(cmds.ping()), 20: frames.encode_command(cmds.ping())}
+
+    def body() -> list[int]:
+        threading.current_thread().name = "caller"
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            return [producer.send(b"%d" % i).entry_id() for i in range(40)]
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == list(range(40))
+    assert len(fake.commands(T.PONG)) == 2
+    assert settled_in.count("caller") >= 30  # all but the first sends after each hand-back
+    assert set(settled_in) <= {"caller"}  # a read with more than the receipt is never settled by a borrower
 
 
 async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
@@ -472,3 +507,126 @@ async def test_consumer_resubscribes_when_connection_dies_right_after_subscribe(
             msg = await consumer.receive(10_000)
         assert msg.data() == b"after"
         assert len(fake.commands(T.SUBSCRIBE)) == 3
+
+
+async def test_a_lent_socket_comes_back_for_what_the_loop_sends(fake: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the reader's periodic take-back out of the way (a 60 s check), the socket a
+    synchronous sender borrowed still comes back at once when the loop writes a frame: async
+    sends' receipts, a new producer's request and a subscription's messages arrive while no
+    caller reads."""
+    from clients import connection as connection_module
+
+    monkeypatch.setattr(connection_module, "LEND_CHECK_S", 60.0)
+
+    def body() -> list[bytes]:
+        client = clients.Client(fake.url, operation_timeout_seconds=10)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=10_000)
+            for i in range(10):
+                producer.send(b"s%d" % i)  # the socket is lent after the first
+            settled: list[Any] = []
+            for i in range(5):
+                producer.send_async(b"a%d" % i, lambda res, _mid: settled.append(res))
+            producer.flush()
+            assert settled == [clients.Result.Ok] * 5
+            producer.send(b"s10")  # lent again
+            other = client.create_producer(TOPIC + "-other", batching_enabled=False)
+            other.send(b"o")
+            producer.send(b"s11")
+            consumer = client.subscribe(TOPIC, "sub", initial_position=clients.InitialPosition.Earliest)
+            got = [consumer.receive(10_000).data() for _ in range(3)]
+            producer.send(b"s12")
+            return got
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == [b"s0", b"s1", b"s2"]
+
+
+@pytest.mark.parametrize("where", ["poll", "after_read"])
+async def test_ctrl_c_while_a_sender_reads_its_receipt(
+        fake: FakeBroker, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A KeyboardInterrupt in the caller's thread while it reads its own receipt: waiting in
+    poll (nothing read: the socket goes back to the reader) or after a read it did not handle
+    (the bytes are gone: the connection closes and the producer re-sends on a new one). Either
+    way the interrupt reaches the caller, later sends still return and close does not hang."""
+    from clients import connection as connection_module
+
+    decode = connection_module.decode_lone_receipt
+    fired: list[str] = []
+    armed: list[bool] = []
+
+    def interrupting(data: bytes) -> Any:
+        if threading.current_thread().name == "caller" and armed and not fired and where == "after_read":
+            fired.append(where)
+            raise KeyboardInterrupt
+        return decode(data)
+
+    monkeypatch.setattr(connection_module, "decode_lone_receipt", interrupting)
+
+    real_poll = connection_module.select.poll
+
+    class InterruptingPoll:
+        def __init__(self) -> None:
+            self._poll = real_poll()
+
+        def register(self, fd: int, events: int) -> None:
+            self._poll.register(fd, events)
+
+        def poll(self, timeout: float) -> Any:
+            if where == "poll" and armed and not fired:
+                fired.append(where)
+                raise KeyboardInterrupt
+            return self._poll.poll(timeout)
+
+    monkeypatch.setattr(connection_module.select, "poll", InterruptingPoll, raising=True)
+
+    def body() -> tuple[list[int], bool]:
+        threading.current_thread().name = "caller"
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
+            ids = [producer.send(b"%d" % i).entry_id() for i in range(5)]
+            interrupted = False
+            armed.append(True)
+            try:
+                producer.send(b"x")
+            except KeyboardInterrupt:
+                interrupted = True
+            ids += [producer.send(b"%d" % i).entry_id() for i in range(5, 10)]
+            return ids, interrupted
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        ids, interrupted = await trio.to_thread.run_sync(body)
+    assert interrupted and fired == [where]
+    assert ids[:5] == list(range(5)) and len(set(ids)) == 10
+    sent = [bytes(e[-1:]) for e in fake.entries]
+    assert b"x" in sent  # the interrupted send itself went out (at least once)
+
+
+async def test_a_full_window_sends_the_open_batch(fake: FakeBroker) -> None:
+    """send_async that finds the window full (block_if_queue_full) sends the open batch at once
+    rather than leave it to the batch timer (here a minute): nothing more can join it until
+    receipts free room. 40 messages through a window of 8 go in batches of up to 8."""
+
+    def body() -> list[Any]:
+        client = clients.Client(fake.url)
+        try:
+            producer = client.create_producer(
+                TOPIC, batching_enabled=True, max_pending_messages=8, block_if_queue_full=True,
+                batching_max_publish_delay_ms=60_000, batching_max_messages=1000)
+            settled: list[Any] = []
+            for i in range(40):
+                producer.send_async(b"%d" % i, lambda res, _mid: settled.append(res))
+            producer.flush()
+            return settled
+        finally:
+            client.close()
+
+    with trio.fail_after(20):  # (abandoned on failure: a blocked send_async would hold the test)
+        assert await trio.to_thread.run_sync(body, abandon_on_cancel=True) == [clients.Result.Ok] * 40
+    sends = fake.commands(T.SEND)
+    assert sum(s.num_messages for s in sends) == 40 and max(s.num_messages for s in sends) <= 8
