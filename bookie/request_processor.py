@@ -35,7 +35,7 @@ from bookie.journal import Journal
 from bookie.ledger_index import TOP_UNKNOWN, LedgerState
 from bookie.ledger_storage import LedgerStorage
 from bookie.metrics import BookieMetrics
-from bookie.protocol import Flag, Op, Request, Status, encode_add_reply, encode_frame
+from bookie.protocol import Flag, Op, Request, Status, encode_add_reply, encode_frame, encode_frame_parts
 from bookie.registration import BookieState
 from quire import hop_trace
 
@@ -72,9 +72,10 @@ def reply_frame(
     free: int = 0, total: int = 0,
 ) -> bytes:
     if entries:
-        return encode_frame(
+        # one join of the frame's parts: the entries are copied once, not into a body first
+        return encode_frame_parts(
             [op, request_id, status, ledger_id, entry_id, lac, last_entry_id, free, total, [len(e) for e in entries]],
-            b"".join((body, *entries)),
+            [body, *entries] if body else entries,
         )
     return encode_frame([op, request_id, status, ledger_id, entry_id, lac, last_entry_id, free, total, []], body)
 
