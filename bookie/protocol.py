@@ -156,11 +156,16 @@ def encode_frame(header: list, body: bytes | bytearray | memoryview = b"") -> by
     return b"".join((_U32_PAIR.pack(4 + len(h) + len(body), len(h)), h, body))
 
 
+def encode_frame_head(header: list, body_size: int) -> bytes:
+    """The frame's bytes before a body of ``body_size`` bytes (a writer sends the body's parts
+    after it as they are)."""
+    h = _packb(header)
+    return _U32_PAIR.pack(4 + len(h) + body_size, len(h)) + h
+
+
 def encode_frame_parts(header: list, parts: list[bytes] | list[bytes | memoryview]) -> bytes:
     """:func:`encode_frame` of a body given as parts (a range read's entries): one copy of each."""
-    h = _packb(header)
-    size = sum(map(len, parts))
-    return b"".join((_U32_PAIR.pack(4 + len(h) + size, len(h)), h, *parts))
+    return b"".join((encode_frame_head(header, sum(map(len, parts))), *parts))
 
 
 def encode_add_request(
@@ -236,10 +241,11 @@ def encode_request(req: Request) -> bytes:
 def encode_response(resp: Response) -> bytes:
     """The whole frame for a response."""
     entries = resp.entries
+    parts: list[bytes] = [resp.body, *entries] if resp.body or not entries else entries
     return encode_frame_parts(
         [int(resp.op), resp.request_id, int(resp.status), resp.ledger_id, resp.entry_id, resp.lac,
          resp.last_entry_id, resp.free_disk, resp.total_disk, [len(e) for e in entries]],
-        [resp.body, *entries] if resp.body else entries or [resp.body],
+        parts,
     )
 
 
