@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import enum
 import struct
-import threading
-from sys import getrefcount
 from dataclasses import dataclass, field
 
 import msgpack
 
 from bookie.errors import FrameTooLargeError, ProtocolError
+from quire.buffer_pool import BufferPool
 
 __all__ = [
     "Op",
@@ -252,8 +251,7 @@ def encode_response(resp: Response) -> bytes:
 # Large frames' buffers a FrameDecoder keeps for reuse: a range reader holds a few replies'
 # entries as views (queued, being decoded) while the next replies arrive
 LARGE_FRAME_POOL = 12
-_LARGE_POOL: list[bytearray] = []
-_POOL_LOCK = threading.Lock()
+_LARGE_POOL = BufferPool(LARGE_FRAME_POOL)
 
 
 class FrameDecoder:
@@ -290,25 +288,6 @@ class FrameDecoder:
         read's reply is copied from the socket once, into the buffer its entries are views of."""
         large = self._large
         return None if large is None else memoryview(large)[self._filled:]
-
-    @staticmethod
-    def _large_buffer(size: int) -> bytearray:
-        """A buffer of ``size`` bytes for a large frame: a pooled one that no frame or view of
-        it holds any more (its memory already mapped: a fresh one page-faults ~500 times per
-        2 MiB), else a new one. The pool is the process's: a Spark task's reader connects anew."""
-        with _POOL_LOCK:
-            for b in _LARGE_POOL:
-                if getrefcount(b) == 3:  # the pool's, the loop's and the call's: nothing else holds it
-                    have = len(b)
-                    if have > size:
-                        del b[size:]
-                    elif have < size:
-                        b += bytes(size - have)
-                    return b
-            b = bytearray(size)
-            if len(_LARGE_POOL) < LARGE_FRAME_POOL:
-                _LARGE_POOL.append(b)
-            return b
 
     def large_received(self, n: int) -> bytearray | None:
         """``n`` more bytes were received into :meth:`pending_large`: the frame once complete."""
@@ -355,7 +334,7 @@ class FrameDecoder:
                 if end > n:
                     if self.large_from and size >= self.large_from:
                         # the frame's own buffer, holding what arrived of it so far
-                        self._large = self._large_buffer(size)
+                        self._large = _LARGE_POOL.get(size)
                         self._large[: n - pos - 4] = view[pos + 4 :]
                         self._filled = n - pos - 4
                         pos = n

@@ -105,13 +105,13 @@ class ReceiveBudget:
             self._freed = trio.Event()
 
 
-def _rest(parts: list[bytes | memoryview], sent: int) -> bytes:
-    """The bytes of ``parts`` after the first ``sent``, joined."""
+def _rest(parts: list[bytes | memoryview], sent: int) -> list[bytes | memoryview]:
+    """The parts after their first ``sent`` bytes."""
     for i, part in enumerate(parts):
         if sent < len(part):
-            return b"".join((memoryview(part)[sent:], *parts[i + 1:]))
+            return [memoryview(part)[sent:], *parts[i + 1:]]
         sent -= len(part)
-    return b""
+    return []
 
 
 class _ReadReply:
@@ -165,17 +165,18 @@ class Connection:
     def send_parts(self, parts: list[bytes | memoryview], nbytes: int) -> None:
         """``send`` of a frame given as ``parts`` (``nbytes`` in all: a range read's head and
         entries): written with one ``writev`` when nothing is queued before it, so the entries
-        are copied only by the kernel; what the socket does not take is joined and queued."""
+        are copied only by the kernel; what the socket does not take is queued as it is."""
         n = 0
         if self.write is not None and self.fd is not None and self.outbox.idle and not self.closed:
             try:
                 n = os.writev(self.fd, parts)
             except OSError:  # EAGAIN, or a failure the writer task will meet and report
                 n = 0
-        if n < nbytes:
-            self.send(_rest(parts, n))
-            return
         self.pending -= 1
+        if n < nbytes and not self.closed:
+            # the rest for the writer task, entries as they are (it sends large ones without
+            # a join, joins small ones as it joins small frames)
+            self.outbox.put_many(_rest(parts, n), nbytes - n)  # type: ignore[arg-type]
         if self.pending < self.max_pending:
             self._room.set()
 
