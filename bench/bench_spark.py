@@ -53,11 +53,19 @@ def fill(url: str, topic: str, n: int) -> float:
     p = c.create_producer(topic, batching_enabled=True, batching_max_messages=1000, block_if_queue_full=True,
                           max_pending_messages=20000)
     payload = b"x" * 100
+    failed: list[object] = []
+
+    def sent(result: object, _mid: object) -> None:
+        if result != clients.Result.Ok:
+            failed.append(result)
+
     for i in range(n):
-        p.send_async(payload, None, partition_key=str(i % 97))
+        p.send_async(payload, sent, partition_key=str(i % 97))
     p.flush()
     p.close()
     c.close()
+    if failed:  # a fill short of n would be measured as if whole
+        raise RuntimeError(f"fill: {len(failed)} of {n} sends failed ({failed[0]})")
     return time.perf_counter() - t0
 
 

@@ -27,11 +27,16 @@ from bookie import entry_log_format as elf
 from bookie.entry_log_format import Location, LogHeader
 from bookie.errors import BookieIOError, FormatError
 from bookie.file_io import write_all_at
+from quire.buffer_pool import BufferPool
 
 LAST_ID_FILE = "lastId"
 _WRITE_CHUNK = 4 * 1024 * 1024
 # The largest pread of a run read (a record is at most a 5 MiB entry plus its header).
 _MAX_RUN_READ = 8 * 1024 * 1024
+# run reads of at least this many bytes go into pooled buffers (their entries are views of
+# it until the reply is written): a fresh one of ~2 MiB page-faults ~500 times
+_POOLED_READ = 256 * 1024
+_RUN_BUFFERS = BufferPool(8)
 # How long a deleted log's cached read fd stays open (reads in flight finish on it).
 RETIRED_FD_GRACE_S = 5.0
 
@@ -285,12 +290,16 @@ class EntryLogger:
         unpack, rh, append = elf.RECORD_HEADER.unpack_from, elf.RECORD_HEADER_SIZE, out.append
         while len(out) < max_entries and size < max_bytes:
             try:
-                buf = os.pread(self._read_fd(loc.log_id), want, offset)
+                if want >= _POOLED_READ:  # a range read's: into a reused buffer, no page faults
+                    buf: bytes | bytearray = _RUN_BUFFERS.get(want)
+                    blen = os.preadv(self._read_fd(loc.log_id), (buf,), offset)
+                else:
+                    buf = os.pread(self._read_fd(loc.log_id), want, offset)
+                    blen = len(buf)
             except (OSError, BookieIOError):
                 break
             pos = 0
-            view = memoryview(buf)
-            blen = len(buf)
+            view = memoryview(buf)[:blen]
             left = max_entries - len(out)
             while left and size < max_bytes:
                 if blen - pos < rh:
@@ -308,12 +317,12 @@ class EntryLogger:
                 left -= 1
                 pos = end
             if pos == 0:  # not even one whole record fit, or the log ends or is torn here
-                if len(buf) < want or want >= _MAX_RUN_READ:
+                if blen < want or want >= _MAX_RUN_READ:
                     break
                 want = min(want * 4, _MAX_RUN_READ)
                 continue
             offset += pos
-            if len(buf) < want:
+            if blen < want:
                 break  # the log ends (for now) inside this buffer
         return out
 

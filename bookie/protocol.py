@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import msgpack
 
 from bookie.errors import FrameTooLargeError, ProtocolError
+from quire.buffer_pool import BufferPool
 
 __all__ = [
     "Op",
@@ -154,6 +155,18 @@ def encode_frame(header: list, body: bytes | bytearray | memoryview = b"") -> by
     return b"".join((_U32_PAIR.pack(4 + len(h) + len(body), len(h)), h, body))
 
 
+def encode_frame_head(header: list, body_size: int) -> bytes:
+    """The frame's bytes before a body of ``body_size`` bytes (a writer sends the body's parts
+    after it as they are)."""
+    h = _packb(header)
+    return _U32_PAIR.pack(4 + len(h) + body_size, len(h)) + h
+
+
+def encode_frame_parts(header: list, parts: list[bytes] | list[bytes | memoryview]) -> bytes:
+    """:func:`encode_frame` of a body given as parts (a range read's entries): one copy of each."""
+    return b"".join((encode_frame_head(header, sum(map(len, parts))), *parts))
+
+
 def encode_add_request(
     request_id: int, ledger_id: int, entry_id: int, flags: int, master_key: bytes, body: bytes | bytearray | memoryview
 ) -> bytes:
@@ -227,27 +240,18 @@ def encode_request(req: Request) -> bytes:
 def encode_response(resp: Response) -> bytes:
     """The whole frame for a response."""
     entries = resp.entries
-    if entries:
-        lengths = [len(e) for e in entries]
-        body: bytes = b"".join((resp.body, *entries)) if resp.body else b"".join(entries)
-    else:
-        lengths = []
-        body = resp.body
-    return encode_frame(
-        [
-            int(resp.op),
-            resp.request_id,
-            int(resp.status),
-            resp.ledger_id,
-            resp.entry_id,
-            resp.lac,
-            resp.last_entry_id,
-            resp.free_disk,
-            resp.total_disk,
-            lengths,
-        ],
-        body,
+    parts: list[bytes] = [resp.body, *entries] if resp.body or not entries else entries
+    return encode_frame_parts(
+        [int(resp.op), resp.request_id, int(resp.status), resp.ledger_id, resp.entry_id, resp.lac,
+         resp.last_entry_id, resp.free_disk, resp.total_disk, [len(e) for e in entries]],
+        parts,
     )
+
+
+# Large frames' buffers a FrameDecoder keeps for reuse: a range reader holds a few replies'
+# entries as views (queued, being decoded) while the next replies arrive
+LARGE_FRAME_POOL = 12
+_LARGE_POOL = BufferPool(LARGE_FRAME_POOL)
 
 
 class FrameDecoder:
@@ -257,29 +261,61 @@ class FrameDecoder:
     complete frame at once, so a burst of pipelined requests is decoded in one call.
     """
 
-    __slots__ = ("max_frame_size", "_buf")
+    __slots__ = ("max_frame_size", "_buf", "large_from", "_large", "_filled")
 
-    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE, large_from: int = 0) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
+        # Frames of at least ``large_from`` bytes (0: none) are received into a bytearray of
+        # their own size (see pending_large); such a frame is returned as that bytearray.
+        self.large_from = large_from
+        self._large: bytearray | None = None
+        self._filled = 0
 
     @property
     def buffered(self) -> int:
         """Bytes held back waiting for the rest of a frame."""
-        return len(self._buf)
+        return len(self._buf) + (self._filled if self._large is not None else 0)
 
     def reset(self) -> None:
         """Drop the held-back bytes and give their memory back (the connection is closing)."""
         self._buf = bytearray()
+        self._large = None
+
+    def pending_large(self) -> memoryview | None:
+        """The unfilled rest of a large frame being received, or None: a reader may receive
+        straight into it (``recv_into``) and then call :meth:`large_received`, so a range
+        read's reply is copied from the socket once, into the buffer its entries are views of."""
+        large = self._large
+        return None if large is None else memoryview(large)[self._filled:]
+
+    def large_received(self, n: int) -> bytearray | None:
+        """``n`` more bytes were received into :meth:`pending_large`: the frame once complete."""
+        large = self._large
+        assert large is not None
+        self._filled += n
+        if self._filled < len(large):
+            return None
+        self._large = None
+        return large
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+        frames: list[bytes] = []
+        large = self._large
+        if large is not None:  # fed while a large frame is received: its bytes first
+            take = min(len(large) - self._filled, len(data))
+            large[self._filled:self._filled + take] = memoryview(data)[:take]
+            done = self.large_received(take)
+            if done is None:
+                return frames
+            frames.append(done)  # type: ignore[arg-type]  # a bytes-like frame
+            data = memoryview(data)[take:]
         buf = self._buf
         if buf:
             buf += data
             src: bytes | bytearray | memoryview = buf
         else:
             src = data  # nothing buffered: parse straight from the received bytes
-        frames: list[bytes] = []
         n = len(src)
         pos = 0
         unpack_from = _U32.unpack_from
@@ -296,6 +332,12 @@ class FrameDecoder:
                     raise ProtocolError(f"frame of {size} bytes is shorter than its header length field")
                 end = pos + 4 + size
                 if end > n:
+                    if self.large_from and size >= self.large_from:
+                        # the frame's own buffer, holding what arrived of it so far
+                        self._large = _LARGE_POOL.get(size)
+                        self._large[: n - pos - 4] = view[pos + 4 :]
+                        self._filled = n - pos - 4
+                        pos = n
                     break
                 # one copy per frame (slicing bytes directly is cheaper than view + tobytes)
                 frames.append(direct[pos + 4 : end] if direct is not None else view[pos + 4 : end].tobytes())
@@ -495,9 +537,16 @@ def _decode_response_msgpack(frame: bytes | bytearray | memoryview) -> Response:
             raise ProtocolError("entry lengths exceed the frame body")
         pos = len(body) - total
         head = bytes(body[:pos])
-        for ln in lengths:
-            entries.append(bytes(body[pos : pos + ln]))
-            pos += ln
+        if type(frame) is bytearray:
+            # a large frame in a buffer of its own (FrameDecoder.large_from): the entries are
+            # views of it, not copies (a reader copies what it keeps, as for a local bookie's)
+            for ln in lengths:
+                entries.append(body[pos : pos + ln])  # type: ignore[arg-type]  # a bytes-like view
+                pos += ln
+        else:
+            for ln in lengths:
+                entries.append(bytes(body[pos : pos + ln]))
+                pos += ln
     else:
         head = bytes(body)
     _, rid, _, lid, eid, lac, leid, fdisk, tdisk, _ = h

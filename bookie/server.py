@@ -105,6 +105,15 @@ class ReceiveBudget:
             self._freed = trio.Event()
 
 
+def _rest(parts: list[bytes | memoryview], sent: int) -> list[bytes | memoryview]:
+    """The parts after their first ``sent`` bytes."""
+    for i, part in enumerate(parts):
+        if sent < len(part):
+            return [memoryview(part)[sent:], *parts[i + 1:]]
+        sent -= len(part)
+    return []
+
+
 class _ReadReply:
     """The reply sink of one read run as a task: frees its read slot when it answers."""
 
@@ -116,6 +125,10 @@ class _ReadReply:
     def send(self, frame: bytes) -> None:
         self.conn.read_done()
         self.conn.send(frame)
+
+    def send_parts(self, parts: list[bytes | memoryview], nbytes: int) -> None:
+        self.conn.read_done()
+        self.conn.send_parts(parts, nbytes)
 
 
 class Connection:
@@ -148,6 +161,24 @@ class Connection:
         self.reads_in_flight = 0  # reads running as tasks (their replies are not queued yet)
         self.authenticated = True  # False until an AUTH request proves the peer's identity
         self._read_slot = trio.Event()
+
+    def send_parts(self, parts: list[bytes | memoryview], nbytes: int) -> None:
+        """``send`` of a frame given as ``parts`` (``nbytes`` in all: a range read's head and
+        entries): written with one ``writev`` when nothing is queued before it, so the entries
+        are copied only by the kernel; what the socket does not take is queued as it is."""
+        n = 0
+        if self.write is not None and self.fd is not None and self.outbox.idle and not self.closed:
+            try:
+                n = os.writev(self.fd, parts)
+            except OSError:  # EAGAIN, or a failure the writer task will meet and report
+                n = 0
+        self.pending -= 1
+        if n < nbytes and not self.closed:
+            # the rest for the writer task, entries as they are (it sends large ones without
+            # a join, joins small ones as it joins small frames)
+            self.outbox.put_many(_rest(parts, n), nbytes - n)  # type: ignore[arg-type]
+        if self.pending < self.max_pending:
+            self._room.set()
 
     def send(self, frame: bytes) -> None:
         self.pending -= 1

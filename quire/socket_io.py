@@ -41,3 +41,19 @@ async def receive_some(stream: trio.SocketStream, fd: int, max_bytes: int) -> by
             continue
         except OSError as exc:
             raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
+
+
+async def receive_into(stream: trio.SocketStream, fd: int, buffer: memoryview) -> int:
+    """Like :func:`receive_some` but into ``buffer`` (bytes received; 0 at the peer's end):
+    a large frame's rest goes straight into the frame's own buffer, with no copy in between."""
+    sock = stream.socket
+    if sock.fileno() != fd:
+        raise trio.ClosedResourceError("this stream was closed")
+    while True:
+        await trio.lowlevel.wait_readable(fd)
+        try:
+            return os.readv(fd, (buffer,))
+        except BlockingIOError:
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc

@@ -83,6 +83,7 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
         from clients import errors
         from clients.async_client import AsyncClient
         from clients.consumer import ConsumerConfig
+        from clients.message import Message
         from clients.message_id import MessageId
         from clients.options import ConsumerType
 
@@ -114,7 +115,10 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
                     continue
                 waited = 0
                 ledger, entry, _, _, n = got[-1]
-                consumer._last_dequeued = MessageId(partition, ledger, entry, n - 1 if n > 1 else -1)
+                # what the consumer dequeued last is a Message (has_message_available and a
+                # reconnect's resubscribe read its id): one standing for the entry's last record
+                consumer._last_dequeued = Message(b"", MessageId(partition, ledger, entry, n - 1 if n > 1 else -1),
+                                                  cast(Any, None))
                 if value_schema is not None and (versions := missing_versions(value_schema, topic, got)):
                     await fetch_from_broker(consumer._cnx, client._ctx.new_request_id, value_schema, topic,
                                             versions)

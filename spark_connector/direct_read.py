@@ -70,9 +70,11 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
                         for lo in range(first, last + 1, chunk):
                             if stop.is_set():
                                 return
-                            got = await lh.read_unconfirmed(lo, min(last, lo + chunk - 1))
-                            parsed = [parse_entry(e.data) for e in got]
-                            items = [(lid, e.entry_id, p.metadata, p.payload) for e, p in zip(got, parsed)]
+                            # views of the reply's one receive buffer: the decoder copies a
+                            # run's payloads once, when it joins them
+                            got = await lh.read_payload_views(lo, min(last, lo + chunk - 1), unconfirmed=True)
+                            parsed = [parse_entry(data) for data in got]
+                            items = [(lid, eid, p.metadata, p.payload) for eid, p in enumerate(parsed, lo)]
                             if value_schema is not None and (versions := missing_versions(value_schema, topic, items)):
                                 await fetch_from_store(store, value_schema, topic, versions)
                             await put(items)

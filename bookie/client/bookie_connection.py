@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 Callback = Callable[[int, "Response | None"], None]
 
 _RECV_SIZE = 256 * 1024
+# A reply at least this large (a range read's) is received into a buffer of its own size that
+# its entries are then views of: one copy out of the socket, not three
+_LARGE_FRAME = 128 * 1024
 # Deadlines use the monotonic clock directly: trio.current_time() costs ~4x more per call and
 # send() is on the per-entry hot path.
 _now = time.monotonic
@@ -237,23 +240,35 @@ class BookieConnection:
         await self._outbox.run(send_all)
 
     async def _reader(self, stream: trio.SocketStream) -> None:
-        decoder = FrameDecoder(self._config.netty_max_frame_size_bytes)
-        pending = self._pending
         fd = socket_io.stream_fd(stream)  # plain TCP: wait, then read (no failed read per reply)
+        decoder = FrameDecoder(self._config.netty_max_frame_size_bytes, _LARGE_FRAME if fd is not None else 0)
+        pending = self._pending
         while True:
-            if fd is None:
-                data = await stream.receive_some(_RECV_SIZE)
+            rest = decoder.pending_large() if fd is not None else None
+            if rest is not None:
+                got = await socket_io.receive_into(stream, fd, rest)  # type: ignore[arg-type]
+                rest.release()
+                if not got:
+                    raise EOFError("bookie closed the connection")
+                large = decoder.large_received(got)
+                if large is None:
+                    continue
+                frames: list[bytes] = [large]  # type: ignore[list-item]  # a bytes-like frame
             else:
-                data = await socket_io.receive_some(stream, fd, _RECV_SIZE)
-            if not data:
-                raise EOFError("bookie closed the connection")
-            if hop_trace.ENABLED:
-                hop_trace.mark("b.bkrx", self._port, len(data))
+                if fd is None:
+                    data = await stream.receive_some(_RECV_SIZE)
+                else:
+                    data = await socket_io.receive_some(stream, fd, _RECV_SIZE)
+                if not data:
+                    raise EOFError("bookie closed the connection")
+                if hop_trace.ENABLED:
+                    hop_trace.mark("b.bkrx", self._port, len(data))
+                frames = decoder.feed(data)
             # The replies' completions (adds reaching their ack quorum -> receipts) write their
             # frames when this synchronous block ends, one write per client connection, instead
             # of waking each connection's writer task for another scheduler round.
             with deferred_writes():
-                for frame in decoder.feed(data):
+                for frame in frames:
                     resp = decode_response(frame)
                     p = pending.pop(resp.request_id, None)
                     if p is None and resp.op == Op.AUTH and resp.status != Status.OK:

@@ -543,6 +543,19 @@ class LedgerHandle:
         """The payloads of entries ``first..last``, checked as read() checks them, without an
         entry object each: for a reader that knows their positions (the managed ledger's
         catch-up reads). ``unconfirmed``: no LAC bound, as read_unconfirmed()."""
+        # one copy each: d may view a larger buffer (a run read from an entry log, a reply)
+        hs = entry_format.HEADER_SIZE
+        return [d[hs:].tobytes() if type(d) is memoryview else bytes(memoryview(d)[hs:])
+                for d in await self._read_raw(first, last, unconfirmed)]
+
+    async def read_payload_views(self, first: int, last: int, unconfirmed: bool = False) -> list[memoryview]:
+        """:meth:`read_payloads` without the copy: views that may hold a whole reply's buffer
+        alive, for a reader that consumes them at once (the Spark connector's direct read)."""
+        hs = entry_format.HEADER_SIZE
+        return [memoryview(d)[hs:] for d in await self._read_raw(first, last, unconfirmed)]
+
+    async def _read_raw(self, first: int, last: int, unconfirmed: bool) -> list[bytes]:
+        """The verified entries ``first..last`` (headers included) as the bookies sent them."""
         if not unconfirmed:
             if first < 0 or last < first:
                 raise BKNoSuchEntryError(f"bad range {first}..{last}")
@@ -556,13 +569,10 @@ class LedgerHandle:
             # in-process bookies (standalone): no frame to bound, and each request costs a
             # trip to the bookie's disk thread and back (thread wake-ups, GIL hand-overs)
             step = max(step, LOCAL_READ_BATCH)
-        hs = entry_format.HEADER_SIZE
         lo = first
         while lo <= last:
             hi = min(last, lo + step - 1)
-            raw = await read_entries(self._ctx, self.ledger_id, self._md, lo, hi, self._master_key)
-            # one copy each: d may view a larger buffer (a run read from an entry log)
-            out += [d[hs:].tobytes() if type(d) is memoryview else bytes(memoryview(d)[hs:]) for d in raw]
+            out += await read_entries(self._ctx, self.ledger_id, self._md, lo, hi, self._master_key)
             lo = hi + 1
         return out
 

@@ -163,6 +163,38 @@ async def test_a_large_reply_is_left_to_the_writer_task() -> None:
         b.close()
 
 
+async def test_a_range_reply_in_parts_is_written_by_its_sender_and_the_rest_in_order() -> None:
+    """A range read's reply given as parts (head + entry views) leaves in one vectored write
+    from the sender; what the socket does not take is queued for the writer after it, and a
+    frame sent next follows it: the peer gets every byte in order."""
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(a))
+    buffer = bytes(range(256)) * 2048
+    view = memoryview(buffer)
+    parts: list[bytes | memoryview] = [b"head", *(view[i:i + 3000] for i in range(0, len(buffer), 3000))]
+    small = encode_add_reply(7, 0, 1, 7)
+    expected = b"".join(parts) + small
+    try:
+        conn = Connection(stream, max_pending=10)
+        conn.pending = 2
+        conn.send_parts(parts, len(expected) - len(small))
+        assert 0 < conn.out_bytes < len(expected) - len(small)  # a part written, the rest queued
+        conn.send(small)
+        assert conn.pending == 0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.writer, nursery.cancel_scope)
+            assert await _receive_all(b, len(expected)) == expected
+            nursery.cancel_scope.cancel()
+        conn.pending = 1
+        conn.send_parts([b"x", view[:100]], 101)  # taken whole: nothing queued
+        assert conn.out_bytes == 0 and conn.pending == 0
+        assert await _receive_all(b, 101) == b"x" + buffer[:100]
+    finally:
+        await stream.aclose()
+        b.close()
+
+
 async def test_a_receipt_made_by_an_add_reply_is_written_by_the_ledger_client_reader() -> None:
     """The third hop: a bookie's add reply completes the add, and what that completion puts
     in a client connection's outbox (the broker's receipt) is written by the ledger client's

@@ -55,6 +55,66 @@ def test_decoder_handles_split_and_coalesced_frames() -> None:
     assert dec.buffered == 0
 
 
+def _range_replies(count: int, entry_size: int) -> list[Response]:
+    return [Response(Op.RANGE_READ, r, Status.OK, ledger_id=3, entry_id=10 * r,
+                     entries=[bytes([r * 10 + i]) * (entry_size + i) for i in range(10)], last_entry_id=10 * r + 9)
+            for r in range(count)]
+
+
+def test_large_frames_fed_or_received_into_their_own_buffer() -> None:
+    """A decoder with ``large_from`` gives the same frames whether fed piecewise or filled
+    through pending_large (as the ledger client's reader does): large ones as bytearrays whose
+    range-read entries decode as views of them; small frames between them as before."""
+    replies = _range_replies(4, 3000)
+    small = protocol.encode_response(Response(Op.ADD, 99, Status.OK, ledger_id=3, entry_id=1))
+    stream = b"".join(x for r in replies for x in (protocol.encode_response(r), small))
+    for chunk, into in ((1000, False), (7, False), (1000, True), (25_000, True)):
+        dec = FrameDecoder(large_from=10_000)
+        got: list[bytes] = []
+        pos = 0
+        while pos < len(stream):
+            rest = dec.pending_large() if into else None
+            if rest is not None:
+                n = min(len(rest), chunk, len(stream) - pos)
+                rest[:n] = stream[pos:pos + n]
+                rest.release()
+                pos += n
+                done = dec.large_received(n)
+                got += [done] if done is not None else []  # type: ignore[list-item]
+            else:
+                got += dec.feed(stream[pos:pos + chunk])
+                pos += chunk
+        assert dec.buffered == 0
+        out = [protocol.decode_response(f) for f in got]
+        assert [type(f) for f in got] == [bytearray, bytes] * 4, (chunk, into)
+        assert out == [x for r in replies for x in (r, protocol.decode_response(small[4:]))]
+        assert all(type(e) is memoryview for r in out[::2] for e in r.entries)
+
+
+def test_large_frame_buffers_are_reused_only_once_nothing_views_them() -> None:
+    """A pooled buffer is refilled only when no entry view of its last frame is alive: a held
+    view keeps its bytes while later replies arrive."""
+    replies = _range_replies(6, 20_000)
+    dec = FrameDecoder(large_from=10_000)
+
+    def received(r: Response) -> Response:
+        frame = protocol.encode_response(r)
+        assert dec.feed(frame[:5000]) == []  # the rest goes into the frame's own buffer
+        [got] = dec.feed(frame[5000:])
+        assert type(got) is bytearray
+        return protocol.decode_response(got)
+
+    held = received(replies[0]).entries
+    buffers = set()
+    for r in replies[1:]:
+        out = received(r)
+        assert out == r
+        buffers.add(id(out.entries[0].obj))
+        del out  # its buffer may now serve the next frame
+    assert len(buffers) == 1  # one buffer served them all
+    assert held == replies[0].entries
+
+
 def test_max_frame_size_enforced() -> None:
     dec = FrameDecoder(max_frame_size=1024)
     big = protocol.encode_request(Request(Op.ADD, 1, body=b"x" * 2000))

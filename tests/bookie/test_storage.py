@@ -51,6 +51,34 @@ def test_entry_log_rotation_writes_ledgers_map(tmp_path: Path) -> None:
     again.close()
 
 
+def test_entry_log_runs_read_into_reused_buffers_keep_views_held(tmp_path: Path) -> None:
+    """Large run reads go into pooled buffers: entries still viewed keep their bytes while later
+    runs are read, a run whose views are gone lends its buffer to the next, and a torn record
+    ends a run as before."""
+    logger = EntryLogger(tmp_path, log_size_limit=64 << 20)
+    logger.open()
+    items = [(5, e, bytes([e % 251]) * 20_000 + b"%d" % e) for e in range(200)]
+    locs = [elf.decode_location(v) for v in logger.add_entries(items)]
+    logger.flush()
+    held = logger.read_run(locs[0], 5, 0, 50, 4 << 20)
+    assert [bytes(v) for v in held] == [d for _, _, d in items[:50]]
+    buffers = set()
+    for first in (50, 100, 150, 50):
+        run = logger.read_run(locs[first], 5, first, 50, 4 << 20)
+        assert [bytes(v) for v in run] == [d for _, _, d in items[first:first + 50]]
+        buffers.add(id(run[1].obj))
+        del run
+    assert len(buffers) == 1  # each run's buffer served the next once its views were gone
+    assert [bytes(v) for v in held] == [d for _, _, d in items[:50]]
+    # a torn record in the middle ends the run before it
+    with open(tmp_path / elf.file_name(locs[120].log_id), "r+b") as f:
+        f.seek(locs[120].offset + locs[120].length - 1)
+        f.write(b"\xff")
+    run = logger.read_run(locs[100], 5, 100, 50, 4 << 20)
+    assert [bytes(v) for v in run] == [d for _, _, d in items[100:120]]
+    logger.close()
+
+
 def test_entry_log_record_checksum() -> None:
     rec = bytearray(elf.encode_record(5, 6, b"hello"))
     assert elf.decode_record(bytes(rec))[:3] == (5, 6, b"hello")

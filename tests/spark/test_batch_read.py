@@ -241,3 +241,25 @@ def test_partition_nobody_used_yet_reads_as_empty(spark: Any, pulsar_node: Any) 
     finally:
         c.close()
     assert [bytes(r.value) for r in read(spark, pulsar_node, topic=topic).collect()] == [b"only"]
+
+
+def test_broker_read_past_the_topic_end_asks_the_broker_and_ends(pulsar_node: Any) -> None:
+    """A broker-mode range whose end lies past the topic's last entry (its end moved on, or was
+    planned past it) waits IDLE_CHECK_MS after the last entry, asks the broker whether anything
+    is left and ends: the entries it dequeued answer has_message_available (it failed with an
+    AttributeError on the last entry's id)."""
+    from spark_connector.broker_read import read_range
+    from spark_connector.positions import EARLIEST, Pos
+
+    topic = "persistent://public/default/spark-read-past-end"
+    c = pulsar_node.client()
+    try:
+        p = c.create_producer(topic, batching_enabled=False)
+        ids = [p.send(b"v%d" % i) for i in range(5)]
+        p.close()
+    finally:
+        c.close()
+    last = ids[-1]
+    batches = list(read_range(pulsar_node.url, topic, EARLIEST, Pos(last.ledger_id(), last.entry_id() + 10),
+                              poll_timeout_ms=10_000, batch_rows=100))
+    assert [v for b in batches for v in b.column("value").to_pylist()] == [b"v%d" % i for i in range(5)]
