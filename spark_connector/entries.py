@@ -205,6 +205,10 @@ class EntryDecoder:
         run, self.run = self.run, None
         if run is None:
             return
+        got = run.native_columns()  # any run, however short; None: the Python decoder's turn
+        if got is not None:
+            self._add_columns(*got)
+            return
         if run.records < VECTOR_MIN:  # numpy's per-call cost is more than the per-record loop's
             for e in run.entries:
                 self._add_batch(bytes(e.body), e.n, e.prefix, e.publish_us, e.first, e.last)
