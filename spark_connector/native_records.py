@@ -1,9 +1,10 @@
 """The compiled batch decoder (``native_records.c``): a run of batched entries -> Arrow columns.
 
-Role: the fast path of :class:`~spark_connector.scanned_rows.ScannedRun`. One C call walks every
-record of every entry of the run once (no GIL held) and returns the buffers of the value, key,
-message-id, publish-time and event-time columns (and the properties), which become Arrow arrays
-here without a copy. It answers only for runs it can vouch for; anything else (a malformed
+Role: the fast path of :class:`~spark_connector.scanned_rows.ScannedRun`. One C call checks and
+sizes every record of every entry of the run, then fills the value, key, message-id,
+publish-time and event-time columns (and the properties) into buffers of Arrow's memory pool
+(reused from batch to batch: fresh pages from ``malloc`` cost more in page faults than the
+decode itself), which become Arrow arrays here; no GIL is held while it walks. It answers only for runs it can vouch for; anything else (a malformed
 record, an unknown field, invalid UTF-8...) makes :func:`run_columns` return None and the Python
 decoder (``scanned_rows`` / ``entries``) gives its rows or its precise error, so both paths give
 identical record batches.
@@ -53,28 +54,27 @@ def run_columns(bodies: list[Any], counts: list[int], firsts: list[int], lasts: 
     the run."""
     if EXT is None:
         return None
-    got = EXT.decode(bodies, counts, firsts, lasts, prefixes, publish_us)
+    got = EXT.decode(bodies, counts, firsts, lasts, prefixes, publish_us, pa.allocate_buffer)
     if got is None:
         return None
     (rows, values, value_offsets, keys, key_offsets, key_valid, key_nulls, ids, id_offsets, publish, events,
      event_valid, event_nulls, props) = got
-    buf = pa.py_buffer
-    value_col = pa.Array.from_buffers(pa.binary(), rows, [None, buf(value_offsets), buf(values)])
+    value_col = pa.Array.from_buffers(pa.binary(), rows, [None, value_offsets, values])
     key_col = pa.nulls(rows, pa.string()) if key_nulls == rows else pa.Array.from_buffers(
-        pa.string(), rows, [key_valid and buf(key_valid), buf(key_offsets), buf(keys)], null_count=key_nulls)
-    id_col = pa.Array.from_buffers(pa.binary(), rows, [None, buf(id_offsets), buf(ids)])
-    publish_col = pa.Array.from_buffers(TS, rows, [None, buf(publish)])
+        pa.string(), rows, [key_valid, key_offsets, keys], null_count=key_nulls)
+    id_col = pa.Array.from_buffers(pa.binary(), rows, [None, id_offsets, ids])
+    publish_col = pa.Array.from_buffers(TS, rows, [None, publish])
     event_col = pa.nulls(rows, TS) if event_nulls == rows else pa.Array.from_buffers(
-        TS, rows, [event_valid and buf(event_valid), buf(events)], null_count=event_nulls)
+        TS, rows, [event_valid, events], null_count=event_nulls)
     return (value_col, key_col, id_col, publish_col, event_col), None if props is None else _properties(rows, props)
 
 
-def _properties(rows: int, props: Sequence[bytes]) -> list[list[tuple[str, str]]]:
+def _properties(rows: int, props: Sequence[pa.Buffer]) -> list[list[tuple[str, str]]]:
     """Each row's ``(key, value)`` pairs from the extension's property buffers (valid UTF-8)."""
     row_offsets, keys, key_offsets, values, value_offsets = props
-    n = len(key_offsets) // 4 - 1
-    ks = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)]).to_pylist()
-    vs = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]).to_pylist()
+    n = key_offsets.size // 4 - 1
+    ks = pa.Array.from_buffers(pa.string(), n, [None, key_offsets, keys]).to_pylist()
+    vs = pa.Array.from_buffers(pa.string(), n, [None, value_offsets, values]).to_pylist()
     at = memoryview(row_offsets).cast("i").tolist()
     pairs = list(zip(ks, vs))
     return [pairs[at[i]:at[i + 1]] for i in range(rows)]

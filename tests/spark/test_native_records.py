@@ -242,16 +242,22 @@ def test_the_extension_survives_random_bytes_and_corrupt_records() -> None:
             bodies[rnd.randrange(len(bodies))] = rnd.randbytes(rnd.randint(0, 64))
         counts = [it[2].num_messages_in_batch for it in base]
         got = EXT.decode(bodies, counts, [0] * len(bodies), [1 << 31] * len(bodies), [b"\x08\x07"] * len(bodies),
-                         [1, 2, 3])
+                         [1, 2, 3], bytearray)
         if got is not None:
             assert got[0] <= sum(counts)
+    one = [b"\x00\x00\x00\x02\x18\x01x"]
     with pytest.raises(ValueError):
-        EXT.decode([b""], [1, 2], [0], [1], [b""], [0])
+        EXT.decode(one, [1, 2], [0], [1], [b""], [0], bytearray)
     with pytest.raises(TypeError):
-        EXT.decode([b""], [1], [0], [1], ["str"], [0])
-    assert EXT.decode([memoryview(b"\x00\x00\x00\x02\x18\x00")], [1], [0], [1], [b"P"], [5]) is not None
+        EXT.decode(one, [1], [0], [1], ["str"], [0], bytearray)
+    with pytest.raises(BufferError):  # allocate must give writable buffers
+        EXT.decode(one, [1], [0], [1], [b"P"], [5], bytes)
+    with pytest.raises(ValueError, match="too small"):
+        EXT.decode(one, [1], [0], [1], [b"P"], [5], lambda n: bytearray(n - 1 if n else 0))
+    got = EXT.decode([memoryview(one[0])], [1], [0], [1], [b"P"], [5], bytearray)
+    assert got[:2] == (1, b"x") and bytes(got[7]) == b"P \x000\x01"
     # counts, ranges and publish times past 64 bits: the Python path's answer
-    assert EXT.decode([b"\x00\x00\x00\x02\x18\x00"], [1], [0], [1], [b"P"], [2**64]) is None
+    assert EXT.decode(one, [1], [0], [1], [b"P"], [2**64], bytearray) is None
 
 
 def test_quire_no_native_forces_the_python_decoder() -> None:
