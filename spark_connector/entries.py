@@ -2,9 +2,11 @@
 
 An entry is what a producer sent: ``MessageMetadata`` + payload, the payload a batch of
 ``[u32 size][SingleMessageMetadata][body]`` records when ``num_messages_in_batch`` is set.
-A run of consecutive batches of ``VECTOR_MIN`` records or more in all (however small each batch)
-is decoded without per-record Python: its records are located and their metadata read by
-:func:`scan_batch` (numpy), and the run becomes Arrow columns at once (:class:`ScannedRun`).
+A run of consecutive batches is decoded without per-record Python: by the compiled decoder
+(:mod:`.native_records`) when it is built and vouches for the run; else, for a run of
+``VECTOR_MIN`` records or more in all (however small each batch), its records are located and
+their metadata read by :func:`scan_batch` (numpy), and the run becomes Arrow columns at once
+(:class:`ScannedRun`).
 Shorter runs, single messages, and batches the scan does not vouch for are appended row by row
 to per-column lists (an inline scanner reads each record's metadata, with
 protobuf only for rare fields). Both kinds keep their order in the record batches.
