@@ -60,6 +60,7 @@ typedef struct { /* the buffers the second walk fills, and where it is in each *
     int32_t *value_offsets, *key_offsets, *id_offsets, *prop_rows, *prop_key_offsets, *prop_value_offsets;
     int64_t *publish, *events;
     int64_t row, value_at, key_at, id_at, prop, prop_key_at, prop_value_at;
+    const Sizes *cap; /* what the first walk sized: the second stays within it, whatever happens */
 } Out;
 
 /* The varint at *p (before end): 1 and *p moved past it, or 0 (runs past end, or over 9 bytes). */
@@ -176,6 +177,9 @@ static int parse_fields(const uint8_t *p, const uint8_t *end, Fields *f, Out *o)
             f->prop_key_bytes += k_len;
             f->prop_value_bytes += val_len;
             if (o) {
+                if (o->prop >= o->cap->props || o->prop_key_at + k_len > o->cap->prop_key_bytes ||
+                    o->prop_value_at + val_len > o->cap->prop_value_bytes)
+                    return 0; /* changed since the first walk */
                 o->prop_key_offsets[o->prop] = (int32_t)o->prop_key_at;
                 o->prop_value_offsets[o->prop] = (int32_t)o->prop_value_at;
                 memcpy(o->prop_keys + o->prop_key_at, k, k_len);
@@ -248,6 +252,14 @@ static int walk_entry(const Entry *e, Sizes *s, Out *o) {
             s->prop_value_bytes += f.prop_value_bytes;
             continue;
         }
+        /* a body changed between the walks (a caller's bug) must not write past the buffers */
+        const Sizes *cap = o->cap;
+        int id_len = (int)e->prefix_len + 1 + varint_size(i) + id_tail;
+        if (o->row >= cap->rows || o->value_at + (int64_t)f.size > cap->value_bytes ||
+            o->key_at + f.key_len > cap->key_bytes || o->id_at + id_len > cap->id_bytes ||
+            o->prop + f.props > cap->props || o->prop_key_at + f.prop_key_bytes > cap->prop_key_bytes ||
+            o->prop_value_at + f.prop_value_bytes > cap->prop_value_bytes)
+            return 0;
         int64_t r = o->row++;
         o->value_offsets[r] = (int32_t)o->value_at;
         memcpy(o->values + o->value_at, value, f.size);
@@ -272,7 +284,7 @@ static int walk_entry(const Entry *e, Sizes *s, Out *o) {
         if (o->event_valid && f.event) set_bit(o->event_valid, r);
         if (f.props) {
             o->prop_rows[r] = (int32_t)o->prop;
-            parse_fields(mend - msize, mend, &f, o);
+            if (!parse_fields(mend - msize, mend, &f, o)) return 0;
         } else if (o->prop_rows) {
             o->prop_rows[r] = (int32_t)o->prop;
         }
@@ -387,8 +399,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             goto done;
         if (!(out[13] = PyTuple_Pack(5, props[0], props[1], props[2], props[3], props[4]))) goto done;
     }
+    o.cap = &s;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < k; i++) walk_entry(&entries[i], NULL, &o); /* checked by the first walk */
+    for (Py_ssize_t i = 0; i < k && ok; i++) ok = walk_entry(&entries[i], NULL, &o);
     o.value_offsets[rows] = (int32_t)o.value_at;
     o.key_offsets[rows] = (int32_t)o.key_at;
     o.id_offsets[rows] = (int32_t)o.id_at;
@@ -398,6 +411,9 @@ static PyObject *decode(PyObject *self, PyObject *args) {
         o.prop_value_offsets[o.prop] = (int32_t)o.prop_value_at;
     }
     Py_END_ALLOW_THREADS
+    if (!ok || o.row != rows || o.value_at != s.value_bytes || o.key_at != s.key_bytes || o.id_at != s.id_bytes ||
+        o.prop != s.props)
+        goto fall_back; /* the bodies changed under it */
     if (!(out[0] = PyLong_FromLongLong(rows)) || !(out[6] = PyLong_FromLongLong(s.key_nulls)) ||
         !(out[12] = PyLong_FromLongLong(s.event_nulls)))
         goto done;
