@@ -21,7 +21,8 @@
    after the last record, invalid UTF-8 in a key or property, an event time that overflows in
    microseconds, 2 GiB of values. It never raises for bad data: only for arguments of the wrong
    type (a caller's bug). Built with the limited API (one .abi3.so for CPython >= 3.11) by
-   scripts/build_native.py; SOURCE_SHA is this file's sha256, so a stale build is detected. */
+   scripts/build_native.py; SOURCE_SHA is this file's sha256, so a stale build is detected, and
+   BUILD_FLAGS the compiler flags, so a change of $CFLAGS rebuilds it. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +32,9 @@
 
 #ifndef SOURCE_SHA
 #define SOURCE_SHA "unknown"
+#endif
+#ifndef BUILD_FLAGS
+#define BUILD_FLAGS "unknown"
 #endif
 
 #define EVENT_MAX (INT64_MAX / 1000) /* event_time in ms that still fits in microseconds */
@@ -443,11 +447,14 @@ done:
 
 static PyObject *source_sha(PyObject *self, PyObject *unused) { return PyUnicode_FromString(SOURCE_SHA); }
 
+static PyObject *build_flags(PyObject *self, PyObject *unused) { return PyUnicode_FromString(BUILD_FLAGS); }
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
      "decode(bodies, counts, firsts, lasts, prefixes, publish_us, allocate): a run of batched entries' "
      "column buffers, or None: decode them in Python."},
     {"source_sha", source_sha, METH_NOARGS, "sha256 of the C file this was built from."},
+    {"build_flags", build_flags, METH_NOARGS, "the compiler flags it was built with."},
     {NULL, NULL, 0, NULL},
 };
 
