@@ -4,7 +4,9 @@ Role: the fast path of :class:`~spark_connector.scanned_rows.ScannedRun`. One C 
 sizes every record of every entry of the run, then fills the value, key, message-id,
 publish-time and event-time columns (and the properties) into buffers of Arrow's memory pool
 (reused from batch to batch: fresh pages from ``malloc`` cost more in page faults than the
-decode itself), which become Arrow arrays here; no GIL is held while it walks. It answers only for runs it can vouch for; anything else (a malformed
+decode itself), which become Arrow arrays here, the properties too (keys and values as
+Arrow string arrays and each row's end among them: no Python object per property); no GIL is
+held while it walks. It answers only for runs it can vouch for; anything else (a malformed
 record, an unknown field, invalid UTF-8...) makes :func:`run_columns` return None and the Python
 decoder (``scanned_rows`` / ``entries``) gives its rows or its precise error, so both paths give
 identical record batches.
@@ -20,14 +22,18 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from .rows import TS
 
 NO_NATIVE_ENV = "QUIRE_NO_NATIVE"
 Columns = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]  # value, key, id, publish, event
+# Each row's properties: a list of (key, value) pairs per row, or (row offsets (int32, rows + 1),
+# keys, values) as Arrow string arrays; None: no row has any.
+Props = list[list[tuple[str, str]]] | tuple[np.ndarray, pa.Array, pa.Array] | None
 
 
 def _load() -> tuple[Any, str]:
@@ -47,11 +53,11 @@ EXT, STATUS = _load()
 
 
 def run_columns(bodies: list[Any], counts: list[int], firsts: list[int], lasts: list[int], prefixes: list[bytes],
-                publish_us: list[int]) -> tuple[Columns, list[list[tuple[str, str]]] | None] | None:
+                publish_us: list[int]) -> tuple[Columns, Props] | None:
     """The rows of the records ``[firsts[i], lasts[i])`` (compacted-out ones dropped) of each entry
     ``bodies[i]`` (a batch payload of ``counts[i]`` records, message-id prefix ``prefixes[i]``) and
-    their properties (None: no row has any); None when the extension is off or does not vouch for
-    the run."""
+    their properties (Arrow, or None: no row has any); None when the extension is off or does not
+    vouch for the run."""
     if EXT is None:
         return None
     got = EXT.decode(bodies, counts, firsts, lasts, prefixes, publish_us, pa.allocate_buffer)
@@ -66,15 +72,10 @@ def run_columns(bodies: list[Any], counts: list[int], firsts: list[int], lasts: 
     publish_col = pa.Array.from_buffers(TS, rows, [None, publish])
     event_col = pa.nulls(rows, TS) if event_nulls == rows else pa.Array.from_buffers(
         TS, rows, [event_valid, events], null_count=event_nulls)
-    return (value_col, key_col, id_col, publish_col, event_col), None if props is None else _properties(rows, props)
-
-
-def _properties(rows: int, props: Sequence[pa.Buffer]) -> list[list[tuple[str, str]]]:
-    """Each row's ``(key, value)`` pairs from the extension's property buffers (valid UTF-8)."""
-    row_offsets, keys, key_offsets, values, value_offsets = props
-    n = key_offsets.size // 4 - 1
-    ks = pa.Array.from_buffers(pa.string(), n, [None, key_offsets, keys]).to_pylist()
-    vs = pa.Array.from_buffers(pa.string(), n, [None, value_offsets, values]).to_pylist()
-    at = memoryview(row_offsets).cast("i").tolist()
-    pairs = list(zip(ks, vs))
-    return [pairs[at[i]:at[i + 1]] for i in range(rows)]
+    if props is not None:
+        row_ends, keys, key_offsets, values, value_offsets = props
+        n = key_offsets.size // 4 - 1
+        props = (np.frombuffer(row_ends, np.int32, rows + 1),
+                 pa.Array.from_buffers(pa.string(), n, [None, key_offsets, keys]),
+                 pa.Array.from_buffers(pa.string(), n, [None, value_offsets, values]))
+    return (value_col, key_col, id_col, publish_col, event_col), props

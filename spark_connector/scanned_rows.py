@@ -24,6 +24,7 @@ _SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch 
 _ZEROS = bytes(PAD)
 SMALL_BATCHES = 16  # records per batch on average under which ids are joined as bytes, not placed by numpy
 Columns = native_records.Columns  # value, key, id, publish, event
+Props = native_records.Props  # each row's properties: lists (Python decoders) or Arrow (compiled), None: none
 
 
 def id_suffixes(n: int) -> list[bytes]:
@@ -145,7 +146,7 @@ class ScannedRun:
         self.rows += max(min(entry.n, entry.last) - entry.first, 0)
         self.records += entry.n
 
-    def native_columns(self) -> tuple[Columns, list[list[tuple[str, str]]] | None] | None:
+    def native_columns(self) -> tuple[Columns, Props] | None:
         """:meth:`columns` by the compiled decoder, or None: it is off or does not vouch for the run
         (then the Python decoder answers, rows or error, as if it had not been asked)."""
         if native_records.EXT is None:

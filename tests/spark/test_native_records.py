@@ -118,8 +118,10 @@ def runs(draw: Any, ordinary: bool) -> tuple[list[Any], Pos, Pos, int]:
     for entry in range(draw(st.integers(1, 6))):
         meta = MessageMetadata(producer_name="p", sequence_id=entry, publish_time=1_700_000_000_000 + entry)
         kind = draw(st.sampled_from(["batch", "batch", "batch", "repeated", "single", "compressed"]))
-        if kind == "single":
+        if kind == "single":  # decoded apart: its properties go between the extension's
             meta.partition_key = "single"
+            for k, v in draw(st.lists(st.tuples(texts, texts), max_size=2)):
+                meta.properties.add(key=k, value=v)
             items.append((7, entry, meta, draw(st.binary(max_size=20))))
             continue
         if kind == "repeated":  # one header repeated, as a producer without keys writes it
