@@ -9,7 +9,8 @@ need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(default-jre-headless)
 [ -d /usr/share/zookeeper ] || need_apt+=(zookeeper)
 PY=${PYTHON:-python3}
-command -v "${CC:-cc}" >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+command -v "${CC:-cc}" >/dev/null 2>&1 || need_apt+=(gcc)  # Debian's gcc also installs cc
+[ -f /usr/include/string.h ] || need_apt+=(libc6-dev)
 venv_py=.venv/bin/python; [ -x "$venv_py" ] || venv_py=$PY  # a venv's headers are its base interpreter's
 "$venv_py" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
   || need_apt+=(python3-dev)
