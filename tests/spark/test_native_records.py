@@ -297,3 +297,15 @@ def test_text_that_is_not_utf8_gives_the_python_outcome(raw: bytes, where: str,
     got = _same_outcome([(7, 0, meta, body)], start, LATEST, 1 << 20, monkeypatch, answered)
     valid = raw in (b"ok", "ключ".encode(), "\U0010FFFF".encode(), b"\xed\x9f\xbf")
     assert answered == [valid], (got[:3], answered)
+
+
+@needs_ext
+def test_a_build_of_another_c_file_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = Path(native_records.__file__).with_name("native_records.c").read_bytes()
+    monkeypatch.setattr(native_records, "__file__", str(tmp_path / "native_records.py"))
+    assert native_records._load()[1] == "native"  # no C file beside it (an installed package): trusted
+    (tmp_path / "native_records.c").write_bytes(source)
+    assert native_records._load()[1] == "native"
+    (tmp_path / "native_records.c").write_bytes(source + b"/* changed */\n")
+    ext, status = native_records._load()
+    assert ext is None and status.startswith("stale"), status
