@@ -2,9 +2,11 @@
 
 An entry is what a producer sent: ``MessageMetadata`` + payload, the payload a batch of
 ``[u32 size][SingleMessageMetadata][body]`` records when ``num_messages_in_batch`` is set.
-A run of consecutive batches of ``VECTOR_MIN`` records or more in all (however small each batch)
-is decoded without per-record Python: its records are located and their metadata read by
-:func:`scan_batch` (numpy), and the run becomes Arrow columns at once (:class:`ScannedRun`).
+A run of consecutive batches is decoded without per-record Python: by the compiled decoder
+(:mod:`.native_records`) when it is built and vouches for the run; else, for a run of
+``VECTOR_MIN`` records or more in all (however small each batch), its records are located and
+their metadata read by :func:`scan_batch` (numpy), and the run becomes Arrow columns at once
+(:class:`ScannedRun`).
 Shorter runs, single messages, and batches the scan does not vouch for are appended row by row
 to per-column lists (an inline scanner reads each record's metadata, with
 protobuf only for rare fields). Both kinds keep their order in the record batches.
@@ -20,7 +22,7 @@ import pyarrow as pa
 
 from .positions import Pos
 from .rows import ARROW_SCHEMA, _varint
-from .scanned_rows import TS, BatchEntry, Columns, ScannedRun, _suffixes
+from .scanned_rows import TS, BatchEntry, Columns, Props, ScannedRun, _suffixes
 from .topic_names import registry_topic
 from .value_schema import ValueSchema
 
@@ -128,11 +130,16 @@ class EntryDecoder:
         self.ids: list[bytes] = []
         self.publish: list[int] = []
         self.event: list[int | None] = []
-        # each row's end in prop_keys: numpy chunks, then a list for the rows since the last chunk
+        # The properties: Arrow chunks (the compiled decoder's), then lists (the Python decoders');
+        # each row's end among them: numpy chunks, then a list (ends in the lists, after the
+        # props_in_chunks of the Arrow chunks) for the rows since the last numpy chunk.
         self.prop_offset_chunks: list[np.ndarray] = []
         self.prop_offsets: list[int] = []
         self.prop_keys: list[str] = []
         self.prop_values: list[str] = []
+        self.prop_key_chunks: list[pa.Array] = []
+        self.prop_value_chunks: list[pa.Array] = []
+        self.props_in_chunks = 0
 
     def __len__(self) -> int:
         return self.rows_done + len(self.values) + (self.run.rows if self.run is not None else 0)
@@ -196,14 +203,27 @@ class EntryDecoder:
 
     def _seal_props(self) -> None:
         if self.prop_offsets:
-            self.prop_offset_chunks.append(np.array(self.prop_offsets, np.int32))
+            self.prop_offset_chunks.append(np.array(self.prop_offsets, np.int32) + self.props_in_chunks)
             self.prop_offsets = []
+
+    def _seal_prop_lists(self) -> None:
+        """The properties appended to the lists become Arrow chunks (an Arrow chunk comes next)."""
+        self._seal_props()
+        if self.prop_keys:
+            self.prop_key_chunks.append(pa.array(self.prop_keys, pa.string()))
+            self.prop_value_chunks.append(pa.array(self.prop_values, pa.string()))
+            self.props_in_chunks += len(self.prop_keys)
+            self.prop_keys, self.prop_values = [], []
 
     def _seal_run(self) -> None:
         """The batched entries added since the last row-by-row one: scanned together, or one by
         one when they do not scan together, or record by record when one does not scan."""
         run, self.run = self.run, None
         if run is None:
+            return
+        got = run.native_columns()  # any run, however short; None: the Python decoder's turn
+        if got is not None:
+            self._add_columns(*got)
             return
         if run.records < VECTOR_MIN:  # numpy's per-call cost is more than the per-record loop's
             for e in run.entries:
@@ -223,14 +243,22 @@ class EntryDecoder:
                 self._add_batch(bytes(e.body), e.n, e.prefix, e.publish_us, e.first, e.last)
                 self._seal_rows()
 
-    def _add_columns(self, columns: Columns, props: list[list[tuple[str, str]]] | None) -> None:
+    def _add_columns(self, columns: Columns, props: Props) -> None:
         self.chunks_done.append(columns)
         self.chunk_writers.append(self.writer)
         self.rows_done += len(columns[0])
-        pk, pv = self.prop_keys, self.prop_values
         self._seal_props()
+        if isinstance(props, tuple):  # the compiled decoder's: (row offsets, keys, values) in Arrow
+            self._seal_prop_lists()
+            row_ends, keys, values = props
+            self.prop_offset_chunks.append(row_ends[1:] + self.props_in_chunks)
+            self.prop_key_chunks.append(keys)
+            self.prop_value_chunks.append(values)
+            self.props_in_chunks += len(keys)
+            return
+        pk, pv = self.prop_keys, self.prop_values
         if props is None:
-            self.prop_offset_chunks.append(np.full(len(columns[0]), len(pk), np.int32))
+            self.prop_offset_chunks.append(np.full(len(columns[0]), self.props_in_chunks + len(pk), np.int32))
             return
         po = self.prop_offsets
         for kvs in props:
@@ -369,8 +397,12 @@ class EntryDecoder:
         n = len(value_col)
         self._seal_props()
         offsets = np.concatenate([np.zeros(1, np.int32), *self.prop_offset_chunks])
-        props = pa.MapArray.from_arrays(pa.array(offsets), pa.array(self.prop_keys, pa.string()),
-                                        pa.array(self.prop_values, pa.string()))
+        if self.prop_key_chunks:
+            self._seal_prop_lists()
+            prop_keys, prop_values = pa.concat_arrays(self.prop_key_chunks), pa.concat_arrays(self.prop_value_chunks)
+        else:
+            prop_keys, prop_values = pa.array(self.prop_keys, pa.string()), pa.array(self.prop_values, pa.string())
+        props = pa.MapArray.from_arrays(pa.array(offsets), prop_keys, prop_values)
         values: list[Any] = [value_col] if self.value_schema is None else self._decode_values(value_col, id_col)
         arrays: list[Any] = [
             *values,

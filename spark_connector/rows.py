@@ -12,13 +12,15 @@ META_DDL = ("__key STRING, __topic STRING, __messageId BINARY, __publishTime TIM
             "__eventTime TIMESTAMP, __messageProperties MAP<STRING, STRING>")
 SCHEMA_DDL = "value BINARY, " + META_DDL
 
+TS = pa.timestamp("us", tz="UTC")  # __publishTime and __eventTime
+
 ARROW_SCHEMA = pa.schema([
     ("value", pa.binary()),
     ("__key", pa.string()),
     ("__topic", pa.string()),
     ("__messageId", pa.binary()),
-    ("__publishTime", pa.timestamp("us", tz="UTC")),
-    ("__eventTime", pa.timestamp("us", tz="UTC")),
+    ("__publishTime", TS),
+    ("__eventTime", TS),
     ("__messageProperties", pa.map_(pa.string(), pa.string())),
 ])
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from . import native_records
 from .batch_records import PAD, Records, scan_batch
-from .rows import _varint
-
-TS = pa.timestamp("us", tz="UTC")
+from .rows import TS, _varint
 _ID_LAYOUTS: dict[tuple[int, int], tuple[np.ndarray, list[tuple[int, int, int]], np.ndarray]] = {}
 _SUFFIXES: dict[int, list[bytes]] = {}  # batch size -> id suffix of each batch index
 _ZEROS = bytes(PAD)
 SMALL_BATCHES = 16  # records per batch on average under which ids are joined as bytes, not placed by numpy
-Columns = tuple[pa.Array, pa.Array, pa.Array, pa.Array, pa.Array]  # value, key, id, publish, event
+Columns = native_records.Columns  # value, key, id, publish, event
+Props = native_records.Props  # each row's properties: lists (Python decoders) or Arrow (compiled), None: none
 
 
 def id_suffixes(n: int) -> list[bytes]:
@@ -145,6 +145,16 @@ class ScannedRun:
         self.entries.append(entry)
         self.rows += max(min(entry.n, entry.last) - entry.first, 0)
         self.records += entry.n
+
+    def native_columns(self) -> tuple[Columns, Props] | None:
+        """:meth:`columns` by the compiled decoder, or None: it is off or does not vouch for the run
+        (then the Python decoder answers, rows or error, as if it had not been asked)."""
+        if native_records.EXT is None:
+            return None
+        entries = self.entries
+        return native_records.run_columns([e.body for e in entries], [e.n for e in entries],
+                                          [e.first for e in entries], [e.last for e in entries],
+                                          [e.prefix for e in entries], [e.publish_us for e in entries])
 
     def columns(self) -> tuple[Columns, list[list[tuple[str, str]]] | None] | None:
         """The run's rows and their properties (None: no row has any), or None when the joined

@@ -3,7 +3,8 @@
 Random batches (keys, properties, event times, ordering keys, compacted records, sequence ids of
 every varint width, payloads full of zero bytes that look like record starts) are decoded twice:
 by the scan (``VECTOR_MIN`` 1) and record by record (``VECTOR_MIN`` huge); the record batches
-must be equal. Malformed batches raise the per-record decoder's error either way.
+must be equal. Malformed batches raise the per-record decoder's error either way. The compiled
+decoder is off here (tests/spark/test_native_records.py compares it with these paths).
 """
 
 from __future__ import annotations
@@ -15,11 +16,16 @@ import pyarrow as pa
 import pytest
 
 from clients.protocol.pulsar_api_pb2 import MessageMetadata, SingleMessageMetadata
-from spark_connector import entries, scanned_rows
+from spark_connector import entries, native_records, scanned_rows
 from spark_connector.batch_records import scan_batch
 from spark_connector.positions import EARLIEST, LATEST, Pos
 
 TOPIC = "persistent://public/default/t-partition-2"
+
+
+@pytest.fixture(autouse=True)
+def python_decoder_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_records, "EXT", None)
 
 
 def _record(rnd: random.Random, i: int) -> tuple[SingleMessageMetadata, bytes]:
