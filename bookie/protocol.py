@@ -503,14 +503,25 @@ _ADD_REPLY_MARKS = (_ADD_REPLY_HLEN, _ARRAY10, _OP_ADD, _U64, _U16, _U64, _I64, 
 _OP_ADD_ENUM = Op.ADD
 
 
+def decode_add_ack(frame: bytes | bytearray | memoryview) -> tuple[int, int, int, int] | None:
+    """``(request_id, status, ledger_id, entry_id)`` of an ADD reply in
+    :func:`encode_add_reply`'s layout with a known status, else None (any other frame:
+    :func:`decode_response` decodes it). One struct call: the ledger client's per-reply hot
+    path, where an add's callback needs only the status (no Response is built)."""
+    if len(frame) != _ADD_REPLY_SIZE:
+        return None
+    hlen, a10, op, t1, rid, t2, status, t3, lid, t4, eid, n1, n2, z1, z2, empty = _ADD_REPLY_FRAME.unpack_from(frame)
+    if (hlen, a10, op, t1, t2, t3, t4, n1, n2, z1, z2, empty) == _ADD_REPLY_MARKS and status in _STATUSES:
+        return rid, status, lid, eid
+    return None
+
+
 def decode_response(frame: bytes | bytearray | memoryview) -> Response:
     """A Response from one frame; ProtocolError on anything malformed."""
-    if len(frame) == _ADD_REPLY_SIZE:
-        hlen, a10, op, t1, rid, t2, status, t3, lid, t4, eid, n1, n2, z1, z2, empty = _ADD_REPLY_FRAME.unpack_from(frame)
-        if (hlen, a10, op, t1, t2, t3, t4, n1, n2, z1, z2, empty) == _ADD_REPLY_MARKS:
-            st = _STATUSES.get(status)
-            if st is not None:
-                return Response(_OP_ADD_ENUM, rid, st, lid, eid)
+    ack = decode_add_ack(frame)
+    if ack is not None:
+        rid, status, lid, eid = ack
+        return Response(_OP_ADD_ENUM, rid, _STATUSES[status], lid, eid)
     return _decode_response_msgpack(frame)
 
 

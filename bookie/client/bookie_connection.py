@@ -8,7 +8,8 @@ connection's ``quire.outbox.Outbox``, whose writer task sends everything queued 
 send at once: adds to one bookie are batched per write under load.
 A timeout monitor fails requests past their deadline with ``CLIENT_TIMEOUT``; a broken
 connection fails every outstanding request with ``CLIENT_CONNECTION_LOST`` and the next
-``send`` reconnects. Callbacks receive ``(status, response_or_None)``.
+``send`` reconnects. Callbacks receive ``(status, response_or_None)``; an ADD's reply comes as
+``(status, None)``: the status is all an add needs (no Response built per add reply).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from bookie.protocol import (
     Request,
     Response,
     Status,
+    decode_add_ack,
     decode_response,
     encode_add_request,
     encode_request,
@@ -269,6 +271,15 @@ class BookieConnection:
             # of waking each connection's writer task for another scheduler round.
             with deferred_writes():
                 for frame in frames:
+                    ack = decode_add_ack(frame)
+                    if ack is not None:  # an add's reply: its callback takes the status only
+                        p = pending.pop(ack[0], None)
+                        if p is not None:  # else: it already timed out
+                            try:
+                                p[0](ack[1], None)
+                            except Exception:
+                                log.exception("ledger client callback failed")
+                        continue
                     resp = decode_response(frame)
                     p = pending.pop(resp.request_id, None)
                     if p is None and resp.op == Op.AUTH and resp.status != Status.OK:

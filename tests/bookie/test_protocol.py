@@ -42,6 +42,7 @@ def test_response_round_trip_with_entries_and_body() -> None:
     out = protocol.decode_response(frame)
     assert out == resp
     assert isinstance(out.status, Status) and isinstance(out.op, Op)
+    assert protocol.decode_add_ack(frame) is None  # only an add reply is read without a Response
 
 
 def test_decoder_handles_split_and_coalesced_frames() -> None:
@@ -211,6 +212,7 @@ def test_fuzz_add_reply_round_trip(rid: int, status: Status, lid: int, eid: int)
     frame = protocol.encode_add_reply(rid, int(status), lid, eid)
     assert len(_frames(frame)) == 1
     assert protocol.decode_response(_frames(frame)[0]) == Response(Op.ADD, rid, status, lid, eid)
+    assert protocol.decode_add_ack(_frames(frame)[0]) == (rid, int(status), lid, eid)
 
 
 @settings(max_examples=200, deadline=None)
@@ -241,3 +243,9 @@ def test_add_reply_fast_path_agrees_with_msgpack_decoding_on_every_byte_change()
         except ProtocolError as exc:
             got = type(exc)
         assert got == expected, f.hex()
+        # the ledger client's status-only decoding reads the same fields, or leaves the frame
+        # to decode_response
+        ack = protocol.decode_add_ack(f)
+        if ack is not None:
+            assert isinstance(got, Response) and got.op == Op.ADD, f.hex()
+            assert ack == (got.request_id, int(got.status), got.ledger_id, got.entry_id), f.hex()
