@@ -356,9 +356,9 @@ class Journal:
                 # the event loop for that one write (as Redis' appendfsync always does): the
                 # hand-off to the writer thread and back costs more CPU than the write itself.
                 # Only while durable writes are fast: on a slow or busy disk the loop must go on.
-                mark = self._write_group(bufs, sync)
+                mark = self._write_group(bufs, sync, nbytes)
             else:
-                mark = await self._writer.run(self._write_group, bufs, sync)
+                mark = await self._writer.run(self._write_group, bufs, sync, nbytes)
         except Exception as exc:
             err = self._group_failed(exc)
         self._group_done(bufs, cbs, acks, nbytes, sync, mark, err)
@@ -378,7 +378,7 @@ class Journal:
         err: BaseException | None = None
         mark = self.durable_mark
         try:
-            mark = self._write_group(bufs, True)
+            mark = self._write_group(bufs, True, nbytes)
         except Exception as exc:
             err = self._group_failed(exc)
         self._group_done(bufs, cbs, acks, nbytes, True, mark, err)
@@ -416,20 +416,20 @@ class Journal:
             for cb in cbs:
                 cb(err)
 
-    def _write_group(self, bufs: list, sync: bool) -> LogMark:
-        """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""
+    def _write_group(self, bufs: list, sync: bool, size: int) -> LogMark:
+        """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file.
+        ``size``: the bytes of ``bufs`` (the group's ``_pending_bytes``: 8 + len per record)."""
         if hop_trace.ENABLED:
             hop_trace.mark("k.flush", len(bufs) // 2)
         if self._file is None:
             self.open_new_file()  # none could be created at start (disk full): try now
         f = self._file
         assert f is not None
-        size = sum(map(len, bufs))
         while f.position + size > f.prealloc_end:
             self._preallocate(f, f.position + size - f.prealloc_end)
         if sync:
             t0 = time.perf_counter()
-            f.position += write_all_at_durable(f.fd, bufs, f.position)
+            f.position += write_all_at_durable(f.fd, bufs, f.position, size)
             if self.config.journal_test_sync_delay_ms:  # a slow disk, injected by a test
                 time.sleep(self.config.journal_test_sync_delay_ms / 1000)
             self._sync_took = time.perf_counter() - t0
