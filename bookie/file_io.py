@@ -42,16 +42,19 @@ def write_all_at(fd: int, bufs: Sequence[bytes | bytearray | memoryview], offset
     return total
 
 
-def write_all_at_durable(fd: int, bufs: Sequence[bytes | bytearray | memoryview], offset: int) -> int:
+def write_all_at_durable(fd: int, bufs: Sequence[bytes | bytearray | memoryview], offset: int,
+                         nbytes: int = -1) -> int:
     """Like :func:`write_all_at`, then durable as after an fdatasync.
 
     A group that fits in one pwritev is written with RWF_DSYNC: write and data sync in one
     syscall, so a worker thread gives up and re-takes the GIL once instead of twice. The
     flag syncs the written range only, so anything bigger is written, then fdatasynced.
+    ``nbytes``: the bytes of ``bufs`` when the caller keeps that count (exactly it: a short
+    write is told by it), else -1.
     """
     global _RWF_DSYNC
     if _RWF_DSYNC is not None and len(bufs) <= _IOV_MAX:
-        want = sum(map(len, bufs))
+        want = sum(map(len, bufs)) if nbytes < 0 else nbytes
         try:
             done = os.pwritev(fd, bufs, offset, _RWF_DSYNC)
         except OSError as exc:

@@ -136,6 +136,10 @@ class Journal:
         self._wakeup = trio.Event()
         self._space: trio.Event | None = None  # made by a wait_for_space caller only (none per group)
         self._full = trio.Event()
+        # True once _wakeup or _full may have been set since the last group was taken (every
+        # set() below sets it first): _take_group replaces a set event only then, and a group
+        # started by a reader's input batch (nothing set) costs no Event.is_set() calls.
+        self._signalled = False
         self._threshold = config.journal_buffered_writes_threshold
         self._file: _JournalFile | None = None
         self._limiter = trio.CapacityLimiter(1)
@@ -225,6 +229,7 @@ class Journal:
         prefix = _record_prefix(payload)
         if not self._pending:
             self._pending_since = time.monotonic()
+            self._signalled = True
             self._wakeup.set()
         self._pending.append(prefix)
         self._pending.append(payload)
@@ -232,6 +237,7 @@ class Journal:
             self._pending_cbs.append(callback)
         self._pending_bytes += n + 8
         if self._pending_bytes >= self._threshold:
+            self._signalled = True
             self._full.set()
 
     def append_ack(self, payload: bytes, token: object) -> None:
@@ -247,12 +253,14 @@ class Journal:
             # A SEND decoded by a broker reader: the reader writes the group when its batch
             # of input ends (quire/input_batch.py), no writer-task round trip.
             if not (self._writer_idle and input_batch.defer(self)):
+                self._signalled = True
                 self._wakeup.set()
         pending.append(_record_prefix(payload))
         pending.append(payload)
         self._pending_acks.append(token)
         self._pending_bytes += n + 8
         if self._pending_bytes >= self._threshold:
+            self._signalled = True
             self._full.set()
 
     async def append_and_wait(self, payload: bytes) -> None:
@@ -336,10 +344,12 @@ class Journal:
         self._pending, self._pending_cbs, self._pending_acks, self._pending_bytes = [], [], [], 0
         # Fresh events (only for one that was set: an Event costs a few µs per group):
         # appends made while this group is written signal the next group.
-        if self._wakeup.is_set():
-            self._wakeup = trio.Event()
-        if self._full.is_set():
-            self._full = trio.Event()
+        if self._signalled:
+            self._signalled = False
+            if self._wakeup.is_set():
+                self._wakeup = trio.Event()
+            if self._full.is_set():
+                self._full = trio.Event()
         space = self._space
         if space is not None:
             self._space = None
@@ -356,9 +366,9 @@ class Journal:
                 # the event loop for that one write (as Redis' appendfsync always does): the
                 # hand-off to the writer thread and back costs more CPU than the write itself.
                 # Only while durable writes are fast: on a slow or busy disk the loop must go on.
-                mark = self._write_group(bufs, sync)
+                mark = self._write_group(bufs, sync, nbytes)
             else:
-                mark = await self._writer.run(self._write_group, bufs, sync)
+                mark = await self._writer.run(self._write_group, bufs, sync, nbytes)
         except Exception as exc:
             err = self._group_failed(exc)
         self._group_done(bufs, cbs, acks, nbytes, sync, mark, err)
@@ -372,13 +382,14 @@ class Journal:
         # (_inline_ok, inlined: once per unbatched add)
         if not (self._writer_idle and self._pending_bytes <= _INLINE_WRITE_MAX
                 and self._sync_ewma <= _INLINE_MAX_SYNC_S and self._file is not None):
+            self._signalled = True
             self._wakeup.set()
             return
         bufs, cbs, acks, nbytes = self._take_group()
         err: BaseException | None = None
         mark = self.durable_mark
         try:
-            mark = self._write_group(bufs, True)
+            mark = self._write_group(bufs, True, nbytes)
         except Exception as exc:
             err = self._group_failed(exc)
         self._group_done(bufs, cbs, acks, nbytes, True, mark, err)
@@ -416,20 +427,20 @@ class Journal:
             for cb in cbs:
                 cb(err)
 
-    def _write_group(self, bufs: list, sync: bool) -> LogMark:
-        """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file."""
+    def _write_group(self, bufs: list, sync: bool, size: int) -> LogMark:
+        """Worker thread: one write (+ preallocation) and one fdatasync; maybe roll the file.
+        ``size``: the bytes of ``bufs`` (the group's ``_pending_bytes``: 8 + len per record)."""
         if hop_trace.ENABLED:
             hop_trace.mark("k.flush", len(bufs) // 2)
         if self._file is None:
             self.open_new_file()  # none could be created at start (disk full): try now
         f = self._file
         assert f is not None
-        size = sum(map(len, bufs))
         while f.position + size > f.prealloc_end:
             self._preallocate(f, f.position + size - f.prealloc_end)
         if sync:
             t0 = time.perf_counter()
-            f.position += write_all_at_durable(f.fd, bufs, f.position)
+            f.position += write_all_at_durable(f.fd, bufs, f.position, size)
             if self.config.journal_test_sync_delay_ms:  # a slow disk, injected by a test
                 time.sleep(self.config.journal_test_sync_delay_ms / 1000)
             self._sync_took = time.perf_counter() - t0

@@ -86,6 +86,62 @@ async def test_group_commit_acks_after_fsync_in_groups(tmp_path: Path) -> None:
     assert [r.entry_id for r in recs] == list(range(n))
 
 
+async def test_a_groups_kept_byte_count_is_what_its_write_takes(tmp_path: Path, monkeypatch) -> None:
+    """The group's ``_pending_bytes`` goes to the write as its size (no recount per group): it
+    must be the bytes of its buffers for every payload type, or a short write would go unseen."""
+    cfg = make_config(tmp_path, journal_max_group_wait_ms=2)
+    j = Journal(cfg, BookieMetrics())
+    j.open_new_file()
+    sizes: list[tuple[int, int]] = []
+    real = Journal._write_group
+
+    def write_group(self, bufs, sync, size):  # type: ignore[no-untyped-def]
+        sizes.append((size, sum(len(memoryview(b).cast("B")) for b in bufs)))
+        return real(self, bufs, sync, size)
+
+    monkeypatch.setattr(Journal, "_write_group", write_group)
+    kinds = [bytes, bytearray, memoryview]
+    acked: list[int] = []
+    n = 60
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        for i in range(n):
+            j.append(kinds[i % 3](_payload(1, i, size=1 + 37 * i)), lambda err, i=i: acked.append(i) if err is None else None)
+            if i % 7 == 0:
+                await trio.sleep(0.003)  # groups of several sizes
+        with trio.fail_after(10):
+            while len(acked) < n:
+                await trio.sleep(0.005)
+        nursery.cancel_scope.cancel()
+    j.close()
+    assert sizes and all(kept == real_bytes for kept, real_bytes in sizes)
+    assert [r.entry_id for r in replay_records(j.current_dir, LogMark())] == list(range(n))
+
+
+async def test_a_group_that_filled_up_does_not_cut_the_next_groups_wait_short(tmp_path: Path) -> None:
+    """A group written for reaching the byte threshold had set ``_full``; the next group must
+    still wait its journal_max_group_wait_ms (a stale set event would write it at once).
+    _take_group replaces set events only after a set() flagged them (no is_set() per group)."""
+    cfg = make_config(tmp_path, journal_flush_when_queue_empty=False, journal_max_group_wait_ms=5000,
+                      journal_buffered_writes_threshold=4096)
+    j = Journal(cfg, BookieMetrics())
+    j.open_new_file()
+    acked: list[int] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(j.run)
+        for i in range(3):  # over the threshold: written without waiting
+            j.append(_payload(1, i, size=2000), lambda err, i=i: acked.append(i) if err is None else None)
+        with trio.fail_after(10):
+            while len(acked) < 3:
+                await trio.sleep(0.005)
+        j.append(_payload(1, 3), lambda err: acked.append(3) if err is None else None)
+        await trio.sleep(0.2)  # far below the 5 s group wait
+        assert acked == [0, 1, 2]
+        nursery.cancel_scope.cancel()
+    j.close()
+    assert [r.entry_id for r in replay_records(j.current_dir, LogMark())] == [0, 1, 2, 3]  # flushed at close
+
+
 async def test_rolls_to_new_file_and_new_file_per_start(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, journal_max_size_mb=1, journal_flush_when_queue_empty=True)
     j = Journal(cfg, BookieMetrics())

@@ -217,6 +217,7 @@ def test_write_all_at_durable_one_call_and_fallback(tmp_path: Path) -> None:
         assert write_all_at_durable(fd, small, 0) == 5101
         many = [bytes([i % 251]) * 3 for i in range(3000)]  # beyond IOV_MAX: write + fdatasync
         assert write_all_at_durable(fd, many, 5101) == 9000
-        assert os.pread(fd, 1 << 20, 0) == b"".join(small + many)
+        assert write_all_at_durable(fd, small, 14101, nbytes=5101) == 5101  # the caller's count
+        assert os.pread(fd, 1 << 20, 0) == b"".join(small + many + small)
     finally:
         os.close(fd)

@@ -40,9 +40,9 @@ async def test_adds_are_acked_after_fsync_without_a_socket(local_bookie, monkeyp
     synced = 0  # journal records written by groups that were fdatasynced
     real_write_group = Journal._write_group
 
-    def write_group(self, bufs, sync):  # type: ignore[no-untyped-def]
+    def write_group(self, bufs, sync, size):  # type: ignore[no-untyped-def]
         nonlocal synced
-        mark = real_write_group(self, bufs, sync)
+        mark = real_write_group(self, bufs, sync, size)
         if sync:
             synced += len(bufs) // 2  # (prefix, payload) per record
         return mark
