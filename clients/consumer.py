@@ -579,6 +579,9 @@ class Consumer(ConsumerBase):
         info = EntryInfo(topic, meta.publish_time, redelivery, meta.producer_name, self._config.schema,
                          meta.schema_version, key, partition, n if batched else 0)
         out: list[Message] = []
+        columns = None  # a batch of plain records of one size, read column-wise
+        if batched and not cmd.ack_set and self._start_filter is None and type(data) is bytes:
+            columns = batch_codec.split_uniform_batch(data, n, VIEWS_FROM, start, end)
         if not batched:
             if self._start_filter is None or not self._is_prior(ledger, entry, -1):
                 props = {kv.key: kv.value for kv in meta.properties} if meta.properties else None
@@ -588,6 +591,11 @@ class Consumer(ConsumerBase):
                         extra_of(props, meta.partition_key, meta.ordering_key, meta.event_time, meta.null_value),
                     )
                 )
+        elif columns is not None:
+            # What producers write for a run of messages: no per-record parsing, and no
+            # per-message filter to apply (no ack set, no start id).
+            seqs, bodies = columns
+            out = [Message(body, None, info, seq, self, None, i) for i, seq, body in zip(range(n), seqs, bodies)]
         else:
             try:
                 items = batch_codec.split_batch(data, n, VIEWS_FROM, start, end)
@@ -616,9 +624,9 @@ class Consumer(ConsumerBase):
                         append(Message(body, None, info, seq if seq >= 0 else first_seq + i, self, None, i))
                     elif not smm.compacted_out:
                         append(self._batched(smm, body, i, info, first_seq + i))
-            if out:
-                self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._batch for m in out}
-                self._batch_sizes[key] = n
+        if batched and out:
+            self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._batch for m in out}
+            self._batch_sizes[key] = n
         skipped = n - len(out)
         if skipped > 0:
             self._credit(skipped)
