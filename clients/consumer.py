@@ -495,15 +495,22 @@ class Consumer(ConsumerBase):
         ack, pop = self._ack, msgs.popleft
         unacked = self._batch_unacked
         index_acks = self._config.batch_index_ack_enabled
+        # Acks come in runs of one entry's messages: its pending set is looked up once a run
+        # (and again after ``ack``, which may drop it).
+        last: EntryInfo | None = None
+        pending: set[int] | None = None
         while msgs:
             msg = pop()
             batch = msg._batch  # >= 0 only for a batched message (a chunked one has -1)
             if batch >= 0 and not index_acks:
                 # Most acks only tick off one message of a batch: the entry is acked with the last.
-                pending = unacked.get(msg._entry.key)
+                entry = msg._entry
+                if entry is not last:
+                    last, pending = entry, unacked.get(entry.key)
                 if pending is not None and len(pending) > 1 and batch in pending:
                     pending.discard(batch)
                     continue
+            last = None
             ack(msg._id)
 
     def _on_dequeued(self, msg: Message) -> None:
