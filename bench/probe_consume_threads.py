@@ -39,6 +39,7 @@ def _switches(tid: int) -> int:
 
 def child(url: str, topic: str, messages: int, profile: bool) -> dict[str, Any]:
     """Runs in the variant's tree (``clients`` from its PYTHONPATH)."""
+    import gc
     import threading
 
     import clients
@@ -56,6 +57,16 @@ def child(url: str, topic: str, messages: int, profile: bool) -> dict[str, Any]:
         loop.run_sync(profs[1].enable)
         profs[0].enable()
     main_tid, loop_tid = threading.get_native_id(), loop.run_sync(threading.get_native_id)
+    gc_runs, gc_s, gc_t0 = [0, 0, 0], [0.0, 0.0, 0.0], [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:  # collections by generation, and their time
+        if phase == "start":
+            gc_t0[0] = time.perf_counter()
+        else:
+            gc_runs[info["generation"]] += 1
+            gc_s[info["generation"]] += time.perf_counter() - gc_t0[0]
+
+    gc.callbacks.append(on_gc)
     sw0 = _switches(main_tid), _switches(loop_tid)
     loop0, main0 = loop.run_sync(time.thread_time), time.thread_time()
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -64,6 +75,7 @@ def child(url: str, topic: str, messages: int, profile: bool) -> dict[str, Any]:
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     main1, loop1 = time.thread_time(), loop.run_sync(time.thread_time)
     sw1 = _switches(main_tid), _switches(loop_tid)
+    gc.callbacks.remove(on_gc)
     if profile:
         profs[0].disable()
         loop.run_sync(profs[1].disable)
@@ -78,6 +90,10 @@ def child(url: str, topic: str, messages: int, profile: bool) -> dict[str, Any]:
         # voluntary context switches per 1,000 messages, consumer and loop thread
         "consumer_switches_per_1k": round((sw1[0] - sw0[0]) / n * 1000, 2),
         "loop_switches_per_1k": round((sw1[1] - sw0[1]) / n * 1000, 2),
+        # garbage collections (generations 0, 1, 2) during the run, and their wall time per message
+        "gc_runs": gc_runs,
+        "gc_us": round(sum(gc_s) / n * 1e6, 3),
+        "gc2_ms": round(gc_s[2] * 1e3, 1),
     }
     if profile:
         import pstats
@@ -130,7 +146,8 @@ def main() -> None:
                 runs[name].append(r)
                 print(f"{rep} {name:>5}: {r['msg_per_s']:>9,} msg/s  cpu {r['cpu_us']:.2f} us/msg = consumer "
                       f"{r['consumer_thread_us']:.2f} + loop {r['loop_thread_us']:.2f}  switches/1k "
-                      f"{r['consumer_switches_per_1k']:.1f} + {r['loop_switches_per_1k']:.1f}  (load {os.getloadavg()[0]:.1f})",
+                      f"{r['consumer_switches_per_1k']:.1f} + {r['loop_switches_per_1k']:.1f}  gc {r['gc_runs']} "
+                      f"{r['gc_us']:.2f} us/msg  (load {os.getloadavg()[0]:.1f})",
                       flush=True)
                 for key in ("consumer_top", "loop_top"):
                     for line in r.get(key, []):
