@@ -51,9 +51,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (ledger, entry)
-# Batched payloads from this size on stay views into their batch until read (smaller ones are
-# cheaper to copy than a memoryview object is to create and hold).
-VIEWS_FROM = 512
+# Batched payloads from this size on stay views into their batch until read. Smaller ones are
+# copied: a memoryview is a second object the garbage collector tracks per message (beside the
+# Message), and with a receiver queue of them alive the collector ran 3-4x as often; at 1 KiB
+# its collections took 0.14-0.36 µs per message, more than the copy (bench/results/consume17f.md).
+VIEWS_FROM = 2048
 
 
 @dataclass
