@@ -51,9 +51,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Key = tuple[int, int]  # (ledger, entry)
-# Batched payloads from this size on stay views into their batch until read (smaller ones are
-# cheaper to copy than a memoryview object is to create and hold).
-VIEWS_FROM = 512
+# Batched payloads from this size on stay views into their batch until read. Smaller ones are
+# copied: a memoryview is a second object the garbage collector tracks per message (beside the
+# Message), and with a receiver queue of them alive the collector ran 3-4x as often; at 1 KiB
+# its collections took 0.14-0.36 µs per message, more than the copy (bench/results/consume17f.md).
+VIEWS_FROM = 2048
 
 
 @dataclass
@@ -495,15 +497,22 @@ class Consumer(ConsumerBase):
         ack, pop = self._ack, msgs.popleft
         unacked = self._batch_unacked
         index_acks = self._config.batch_index_ack_enabled
+        # Acks come in runs of one entry's messages: its pending set is looked up once a run
+        # (and again after ``ack``, which may drop it).
+        last: EntryInfo | None = None
+        pending: set[int] | None = None
         while msgs:
             msg = pop()
             batch = msg._batch  # >= 0 only for a batched message (a chunked one has -1)
             if batch >= 0 and not index_acks:
                 # Most acks only tick off one message of a batch: the entry is acked with the last.
-                pending = unacked.get(msg._entry.key)
+                entry = msg._entry
+                if entry is not last:
+                    last, pending = entry, unacked.get(entry.key)
                 if pending is not None and len(pending) > 1 and batch in pending:
                     pending.discard(batch)
                     continue
+            last = None
             ack(msg._id)
 
     def _on_dequeued(self, msg: Message) -> None:
@@ -579,6 +588,9 @@ class Consumer(ConsumerBase):
         info = EntryInfo(topic, meta.publish_time, redelivery, meta.producer_name, self._config.schema,
                          meta.schema_version, key, partition, n if batched else 0)
         out: list[Message] = []
+        columns = None  # a batch of plain records of one size, read column-wise
+        if batched and not cmd.ack_set and self._start_filter is None and type(data) is bytes:
+            columns = batch_codec.split_uniform_batch(data, n, VIEWS_FROM, start, end)
         if not batched:
             if self._start_filter is None or not self._is_prior(ledger, entry, -1):
                 props = {kv.key: kv.value for kv in meta.properties} if meta.properties else None
@@ -588,6 +600,11 @@ class Consumer(ConsumerBase):
                         extra_of(props, meta.partition_key, meta.ordering_key, meta.event_time, meta.null_value),
                     )
                 )
+        elif columns is not None:
+            # What producers write for a run of messages: no per-record parsing, and no
+            # per-message filter to apply (no ack set, no start id).
+            seqs, bodies = columns
+            out = [Message(body, None, info, seq, self, None, i) for i, seq, body in zip(range(n), seqs, bodies)]
         else:
             try:
                 items = batch_codec.split_batch(data, n, VIEWS_FROM, start, end)
@@ -616,9 +633,9 @@ class Consumer(ConsumerBase):
                         append(Message(body, None, info, seq if seq >= 0 else first_seq + i, self, None, i))
                     elif not smm.compacted_out:
                         append(self._batched(smm, body, i, info, first_seq + i))
-            if out:
-                self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._batch for m in out}
-                self._batch_sizes[key] = n
+        if batched and out:
+            self._batch_unacked[key] = set(range(n)) if len(out) == n else {m._batch for m in out}
+            self._batch_sizes[key] = n
         skipped = n - len(out)
         if skipped > 0:
             self._credit(skipped)

@@ -72,6 +72,37 @@ def test_batching_ids_and_order(client, topic: str) -> None:  # type: ignore[no-
     assert [m.message_id() for m in got] == ids
 
 
+def test_same_size_batches_keep_ids_sequence_ids_and_acks(client, topic: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Batches of same-size plain records are read column-wise (``split_uniform_batch``); the
+    batch whose sequence ids cross a varint width (127 -> 128) is read record by record."""
+    from clients.protocol import batch as batch_codec
+
+    uniform = []
+    split = batch_codec.split_uniform_batch
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        out = split(*args)
+        uniform.append(out is not None)
+        return out
+
+    monkeypatch.setattr(batch_codec, "split_uniform_batch", counted)
+    consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_max_messages=50, batching_max_publish_delay_ms=50)
+    payloads = [bytes([i % 256]) * 1024 for i in range(300)]
+    ids = producer.send_many(payloads)
+    assert len({(m.ledger_id(), m.entry_id()) for m in ids}) >= 6  # really batched, 50 a batch
+    got = drain(consumer)
+    assert [m.data() for m in got] == payloads
+    assert [m.sequence_id() for m in got] == list(range(300))
+    assert [m.message_id() for m in got] == ids
+    assert True in uniform and False in uniform  # both paths taken
+    consumer.close()
+    consumer = client.subscribe(topic, "sub")
+    assert drain(consumer, 500) == []  # every ack reached the broker
+    producer.close()
+    consumer.close()
+
+
 @pytest.mark.parametrize("codec", ["LZ4", "ZLib", "ZSTD", "SNAPPY"])
 def test_compression(client, topic: str, codec: str) -> None:  # type: ignore[no-untyped-def]
     consumer = client.subscribe(topic, "sub")

@@ -192,3 +192,39 @@ def test_split_batch_of_repeated_headers_matches_protobuf(records: list[tuple[in
         else:
             assert smm == meta and seq == -1
     assert len(got) == len(records)
+
+
+@given(st.integers(0, 20_000), st.integers(1, 300), st.integers(0, 2**63), st.integers(1, 3))
+def test_split_uniform_batch_reads_same_size_records_as_split_batch(size: int, count: int, first: int, step: int) -> None:
+    seqs = [first + i * step for i in range(count)]
+    items = [(bytes([i % 251]) * size, seq) for i, seq in zip(range(count), seqs)]
+    payload = b"head" + b.serialize_plain_batch(items) + b"tail"
+    end = len(payload) - 4
+    got = b.split_uniform_batch(payload, count, 512, 4, end)
+    same_width = len({len(c.varint(s)) for s in seqs}) == 1
+    if not same_width or len(c.varint(first)) > 9:
+        assert got is None  # records at different strides: read one by one
+        return
+    assert got is not None
+    assert [(None, s, bytes(p)) for s, p in zip(*got)] == [(None, s, bytes(p)) for _, s, p in b.split_batch(payload, count, 512, 4, end)]
+    assert all(type(p) is (memoryview if size >= 512 else bytes) for p in got[1])
+
+
+def test_split_uniform_batch_refuses_what_is_not_one_layout() -> None:
+    plain = b.serialize_plain_batch([(b"abcd", 7), (b"efgh", 8)])
+    assert b.split_uniform_batch(plain, 2) == ([7, 8], [b"abcd", b"efgh"])
+    assert b.split_uniform_batch(plain + b"x", 2) is None  # trailing bytes
+    assert b.split_uniform_batch(plain, 3) is None  # fewer records than announced
+    assert b.split_uniform_batch(b.serialize_plain_batch([(b"abcd", 7), (b"efg", 8), (b"h", 9)]), 3) is None
+    assert b.split_uniform_batch(b.serialize_plain_batch([(b"abcd", 127), (b"efgh", 128)]), 2) is None
+    with_key = b.serialize_batch([(c.single_message_metadata(0, sequence_id=7, partition_key="k"), b"abcd")] * 2)
+    assert b.split_uniform_batch(with_key, 2) is None
+    # One record's header byte changed (its metadata size): not uniform, whatever the stride.
+    broken = bytearray(plain)
+    broken[len(plain) // 2 + 3] ^= 1
+    assert b.split_uniform_batch(bytes(broken), 2) is None
+    # A sequence id's varint cut short (its continuation bit cleared) is refused.
+    bad_seq = bytearray(b.serialize_plain_batch([(b"ab", 200), (b"cd", 201)]))
+    bad_seq[4 + 3] &= 0x7F
+    assert b.split_uniform_batch(bytes(bad_seq), 2) is None
+    assert b.split_uniform_batch(memoryview(plain), 2) is None  # bytes only (split_batch copies)
