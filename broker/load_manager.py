@@ -62,6 +62,19 @@ def score(report: dict[str, Any], extra_bundles: int = 0) -> float:
     return len(report.get("bundles") or []) + extra_bundles + rates / MSG_RATE_PER_BUNDLE + mbytes
 
 
+def _holds(listed: str, ns: object, bundle: str) -> bool:
+    """Whether ``listed`` (``ns/lo_hi`` from a load report) covers ``bundle`` of ``ns``."""
+    prefix, _, rng = listed.rpartition("/")
+    if prefix != str(ns):
+        return False
+    try:
+        lo, hi = (int(x, 16) for x in rng.split("_"))
+        a, b = (int(x, 16) for x in bundle.split("_"))
+    except ValueError:
+        return False
+    return lo <= a and b <= hi
+
+
 def usage_percent(report: dict[str, Any]) -> float:
     """ThresholdShedder's broker usage: the highest resource percentage."""
     usages = [0.0]
@@ -405,7 +418,11 @@ class LoadManager:
                 pending = [(t, b) for t, b in self._pending.get(broker, []) if now - t < horizon]
                 self._pending[broker] = pending
                 listed = set(report.get("bundles") or [])
-                s = score(report, sum(1 for _, b in pending if b not in listed))
+                # A listed bundle holding the one placed now is gone (a bundle being placed is
+                # unowned): the report predates its split. Counted, it made the split's old owner
+                # look busier than a broker that just took one half, which then took both.
+                gone = sum(1 for b in listed if _holds(b, ns, bundle))
+                s = score(report, sum(1 for _, b in pending if b not in listed) - gone)
             if s < best_score - 1e-9:
                 best, best_score = [broker], s
             elif abs(s - best_score) <= 1e-9:

@@ -86,3 +86,34 @@ async def test_a_bundle_this_broker_just_kept_counts_until_it_owns_it() -> None:
     assert await lm.assign(ns, "0x00000000_0x80000000") is None  # a tie: kept here
     second = await lm.assign(ns, "0x80000000_0xffffffff")
     assert second is not None and second["nativeUrl"] == "pulsar://b:6650"
+
+
+async def test_a_stale_report_of_the_split_owner_does_not_count_the_old_bundle() -> None:
+    """The halves of a split looked up at the other broker (clients reconnect to any) while the
+    old owner's last report still lists the bundle before the split: the first half stays here,
+    the second goes to the old owner (test_a_hot_bundle_splits_and_part_of_it_moves kept both
+    halves on the new broker under load)."""
+    from types import SimpleNamespace
+
+    from broker.config import BrokerConfig
+    from broker.load_manager import LoadManager, _holds
+    from broker.names import NamespaceName
+
+    svc = SimpleNamespace(config=BrokerConfig(), store=None, broker_id="b", ownership=SimpleNamespace(owned=set()))
+    lm = LoadManager(svc)  # type: ignore[arg-type]
+    lm._report = {"pulsarServiceUrl": "pulsar://b:6650", "webServiceUrl": "http://b:8080", "bundles": []}
+    stale = {"pulsarServiceUrl": "pulsar://a:6650", "webServiceUrl": "http://a:8080",
+             "bundles": ["public/hot/0x00000000_0xffffffff"]}
+
+    async def reports() -> dict:
+        return {"a": dict(stale), "b": dict(lm._report)}
+
+    lm.reports = reports  # type: ignore[method-assign]
+    ns = NamespaceName.parse("public/hot")
+    assert await lm.assign(ns, "0x00000000_0x80000000") is None  # a tie: kept here
+    second = await lm.assign(ns, "0x80000000_0xffffffff")
+    assert second is not None and second["nativeUrl"] == "pulsar://a:6650"
+    # only a bundle of the same namespace that covers the one placed is the report's past
+    assert _holds("public/hot/0x00000000_0xffffffff", ns, "0x80000000_0xffffffff")
+    assert not _holds("public/other/0x00000000_0xffffffff", ns, "0x80000000_0xffffffff")
+    assert not _holds("public/hot/0x00000000_0x80000000", ns, "0x80000000_0xffffffff")
