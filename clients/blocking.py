@@ -495,13 +495,15 @@ class _SendWaiter:
     def settled(self) -> bool:
         return not self._done.locked()
 
-    def read_own(self, read: Callable[[Callable[[], bool]], bool]) -> None:
+    def read_own(self, read: Callable[[Callable[[], bool]], bool | None]) -> None:
         """A lone direct send: read its receipt in this thread (``read``: the producer's
         ``read_own_receipt``) whenever the connection lends its socket. While it does not, the
         loop thread reads, but it may lend the socket before this receipt came (it lends after
         a read, and a caller asks as soon as it was woken): look again every millisecond."""
         done = self._done
-        while not read(self.settled):
+        while not (own := read(self.settled)):
+            if own is None:  # the connection does not lend now (e.g. it has consumers): wait
+                return
             if done.acquire(timeout=LEND_RETRY_S):
                 done.release()  # (settled: ``wait`` takes it)
                 return
@@ -541,7 +543,7 @@ class Producer:
         self._closed = False
         # A single-topic producer can send from the caller's thread (a partitioned one cannot).
         self._direct: Callable[[Any, Callable[..., None]], bool] | None = getattr(inner, "send_direct", None)
-        self._read_own: Callable[[Callable[[], bool]], bool] | None = getattr(inner, "read_own_receipt", None)
+        self._read_own: Callable[[Callable[[], bool]], bool | None] | None = getattr(inner, "read_own_receipt", None)
         # Without a schema, bytes with no other argument need no conversion (send_async's hot path).
         self._raw_bytes = inner._config.schema is None
 

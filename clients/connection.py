@@ -469,13 +469,15 @@ class ClientConnection:
         finally:
             self._lent = False  # (cancelled: the connection closes; _shutdown takes _rlock)
 
-    def read_own(self, done: Callable[[], bool]) -> bool:
+    def read_own(self, done: Callable[[], bool]) -> bool | None:
         """From a user thread whose send went out by ``write_direct``: read the socket here
         until ``done()`` (the receipt settled by ``_settle_direct`` in this thread). True once
         done; False when the loop thread reads for it (not lent: the next read lends; or this
-        read something else, or the connection closes or is wanted back): wait for the loop."""
+        read something else, or the connection closes or is wanted back): wait for the loop.
+        None when this connection does not lend now (consumers, requests pending, closed): the
+        loop reads the receipt, the caller need not look again."""
         if self._consumers or self._pending or self._fd < 0:
-            return False
+            return None
         if not self._lent:
             self._lend_wanted = True
             return False

@@ -663,12 +663,12 @@ class Producer:
             self._on_receipt_ids(cnx, seq, ledger, entry)  # (no slot to release: no trio call)
             return True
 
-    def read_own_receipt(self, done: Callable[[], bool]) -> bool:
+    def read_own_receipt(self, done: Callable[[], bool]) -> bool | None:
         """From the user thread of a send that went out directly: read its receipt in this
         thread while the connection lends its socket (``ClientConnection.read_own``); False:
-        the loop thread settles it."""
+        the loop thread settles it; None: and the caller need not look again."""
         cnx = self._cnx
-        return cnx is not None and cnx.read_own(done)
+        return None if cnx is None else cnx.read_own(done)
 
     def _on_send_error(self, cnx: "ClientConnection", error: CommandSendError) -> None:
         if error.error == ServerError.ChecksumError and self._pending and self._pending[0].sequence_id == error.sequence_id:

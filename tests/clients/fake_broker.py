@@ -30,6 +30,7 @@ class FakeBroker:
         self.redirect_to: str | None = None  # answer lookups with Redirect to this URL
         self.corrupt_entries: set[int] = set()  # entry ids dispatched with a flipped payload byte
         self.after_receipt: dict[int, bytes] = {}  # sequence id -> frames written with its receipt
+        self.reply_delay = 0.0  # seconds each answer waits before it is written
         self._streams: list[trio.SocketStream] = []
         self._consumers: dict[int, dict[str, Any]] = {}
         self._cancel = trio.CancelScope()
@@ -69,6 +70,8 @@ class FakeBroker:
                     self.received.append(frame.command)
                     self._handle(frame, out)
                 if out:
+                    if self.reply_delay:
+                        await trio.sleep(self.reply_delay)
                     await stream.send_all(b"".join(out))
                     out.clear()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):

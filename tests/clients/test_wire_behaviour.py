@@ -224,6 +224,39 @@ async def test_blocking_sync_sends_read_their_own_receipts(fake: FakeBroker, mon
     assert set(settled_in) <= {"caller"}  # a read with more than the receipt is never settled by a borrower
 
 
+async def test_a_sync_send_on_a_connection_with_a_consumer_waits_without_polling(
+        fake: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection with a consumer never lends its socket: a synchronous send asks once and
+    then waits for the loop thread (it used to ask again every millisecond until its receipt
+    came, here 30 ms later)."""
+    from clients.connection import ClientConnection
+
+    read_own = ClientConnection.read_own
+    asked: list[bool | None] = []
+
+    def counting(self: ClientConnection, done: Any) -> bool | None:
+        asked.append(result := read_own(self, done))
+        return result
+
+    monkeypatch.setattr(ClientConnection, "read_own", counting)
+
+    def body() -> list[int]:
+        client = clients.Client(fake.url)
+        try:
+            consumer = client.subscribe(TOPIC, "sub")
+            producer = client.create_producer(TOPIC, batching_enabled=False)
+            fake.reply_delay = 0.03
+            ids = [producer.send(b"%d" % i).entry_id() for i in range(3)]
+            consumer.close()
+            return ids
+        finally:
+            client.close()
+
+    with trio.fail_after(30):
+        assert await trio.to_thread.run_sync(body) == [0, 1, 2]
+    assert len(asked) == 3 and set(asked) == {None}, asked[:5]
+
+
 async def test_pending_sends_resent_in_order_after_connection_loss(fake: FakeBroker) -> None:
     async with AsyncClient(fake.url) as client:
         producer = await client.create_producer(TOPIC, batching_enabled=False, send_timeout_millis=0)
