@@ -405,12 +405,13 @@ class LoadManager:
         horizon = 2 * self.report_interval_s + 1.0
         best: list[str] = []
         best_score = float("inf")
+        mine = {p.removeprefix("/namespace/") for p in (own.owned if own is not None else ())}
+        placed = {b: broker for broker, lst in self._pending.items() for t, b in lst if now - t < horizon}
         for broker, report in reports.items():
             if broker == me:
                 live = dict(report)
-                live["bundles"] = [p.removeprefix("/namespace/") for p in (own.owned if own is not None else ())]
+                live["bundles"] = sorted(mine)
                 # bundles this broker just kept but does not own yet (their lookup is acquiring)
-                mine = set(live["bundles"])
                 kept = [(t, b) for t, b in self._pending.get(me, []) if now - t < horizon and b not in mine]
                 self._pending[me] = kept
                 s = score(live, len(kept))
@@ -418,10 +419,12 @@ class LoadManager:
                 pending = [(t, b) for t, b in self._pending.get(broker, []) if now - t < horizon]
                 self._pending[broker] = pending
                 listed = set(report.get("bundles") or [])
-                # A listed bundle holding the one placed now is gone (a bundle being placed is
-                # unowned): the report predates its split. Counted, it made the split's old owner
-                # look busier than a broker that just took one half, which then took both.
-                gone = sum(1 for b in listed if _holds(b, ns, bundle))
+                # A report is seconds old: what it lists and this broker now owns or just placed
+                # elsewhere is no longer its broker's, nor a bundle holding the one placed now (a
+                # bundle being placed is unowned: the report predates its split). Counted, they
+                # made a split's old owner look busier than the broker that took one half, which
+                # then took both.
+                gone = sum(1 for b in listed if b in mine or placed.get(b, broker) != broker or _holds(b, ns, bundle))
                 s = score(report, sum(1 for _, b in pending if b not in listed) - gone)
             if s < best_score - 1e-9:
                 best, best_score = [broker], s

@@ -117,3 +117,34 @@ async def test_a_stale_report_of_the_split_owner_does_not_count_the_old_bundle()
     assert _holds("public/hot/0x00000000_0xffffffff", ns, "0x80000000_0xffffffff")
     assert not _holds("public/other/0x00000000_0xffffffff", ns, "0x80000000_0xffffffff")
     assert not _holds("public/hot/0x00000000_0x80000000", ns, "0x80000000_0xffffffff")
+
+
+async def test_a_stale_report_listing_both_halves_does_not_count_the_one_placed_here() -> None:
+    """The split's old owner owned both halves for a moment and reported them: placing the
+    first half here, then the second, the report's first half is this broker's now and must not
+    count for the old owner (the tie kept the second half here too)."""
+    from types import SimpleNamespace
+
+    from broker.config import BrokerConfig
+    from broker.load_manager import LoadManager
+    from broker.names import NamespaceName
+
+    svc = SimpleNamespace(config=BrokerConfig(), store=None, broker_id="b", ownership=SimpleNamespace(owned=set()))
+    lm = LoadManager(svc)  # type: ignore[arg-type]
+    lm._report = {"pulsarServiceUrl": "pulsar://b:6650", "webServiceUrl": "http://b:8080", "bundles": []}
+    stale = {"pulsarServiceUrl": "pulsar://a:6650", "webServiceUrl": "http://a:8080",
+             "bundles": ["public/hot/0x00000000_0x80000000", "public/hot/0x80000000_0xffffffff"]}
+
+    async def reports() -> dict:
+        return {"a": dict(stale), "b": dict(lm._report)}
+
+    lm.reports = reports  # type: ignore[method-assign]
+    ns = NamespaceName.parse("public/hot")
+    assert await lm.assign(ns, "0x00000000_0x80000000") is None  # a: 1 (the other half) > b: 0
+    second = await lm.assign(ns, "0x80000000_0xffffffff")
+    assert second is not None and second["nativeUrl"] == "pulsar://a:6650"
+    # and once this broker owns the first half (no longer pending), it still does not count for a
+    svc.ownership.owned.add("/namespace/public/hot/0x00000000_0x80000000")
+    lm._pending.clear()
+    third = await lm.assign(ns, "0x80000000_0xffffffff")
+    assert third is not None and third["nativeUrl"] == "pulsar://a:6650"
