@@ -45,6 +45,7 @@ from bookie.file_io import write_all_at, write_all_at_durable
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
 from quire import input_batch
+from quire.lazy_event import LazyEvent
 from quire.outbox import deferred_writes
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class Journal:
         self._pending_bytes = 0
         self._pending_since = 0.0
         self._wakeup = trio.Event()
-        self._space: trio.Event | None = None  # made by a wait_for_space caller only (none per group)
+        self._space = LazyEvent()  # set per group; an Event only while a caller waits for space
         self._full = trio.Event()
         # True once _wakeup or _full may have been set since the last group was taken (every
         # set() below sets it first): _take_group replaces a set event only then, and a group
@@ -215,8 +216,6 @@ class Journal:
 
     async def wait_for_space(self) -> None:
         while self.congested and not self._closed:
-            if self._space is None:
-                self._space = trio.Event()
             await self._space.wait()
 
     def append(self, payload: bytes | bytearray | memoryview, callback: Callback | None) -> None:
@@ -350,10 +349,7 @@ class Journal:
                 self._wakeup = trio.Event()
             if self._full.is_set():
                 self._full = trio.Event()
-        space = self._space
-        if space is not None:
-            self._space = None
-            space.set()
+        self._space.set()
         return group
 
     async def _flush_group(self, sync: bool) -> None:
@@ -492,8 +488,7 @@ class Journal:
 
     def close(self) -> None:
         self._closed = True
-        if self._space is not None:
-            self._space.set()
+        self._space.set()
         if self._file is not None:
             _close_trimmed(self._file)
             self._file = None

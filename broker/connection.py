@@ -43,6 +43,7 @@ from broker.receipt_frame import send_receipt_frame
 from broker.schemas import version_bytes, version_int
 from broker.topic_pattern import compile_topics_pattern
 from broker.topic import EARLIEST, LATEST
+from quire.lazy_event import LazyEvent
 from quire.outbox import Outbox
 from quire import hop_trace, input_batch, socket_io
 from clients.protocol import commands as C
@@ -174,7 +175,7 @@ class ServerConnection:
         self._fd = socket_io.stream_fd(stream)
         self.outbox = Outbox(write=functools.partial(os.write, self._fd) if self._fd is not None else None)
         self._pending_publish = 0
-        self._publish_room: trio.Event | None = None  # made by a SEND that waits for room only
+        self._publish_room = LazyEvent()  # set per receipt; an Event only while a SEND waits for room
         self._reads = 0  # socket reads so far (the keep-alive check looks for progress)
         self._nursery: trio.Nursery | None = None
         self.connected_since = time.time()
@@ -638,8 +639,7 @@ class ServerConnection:
             input_batch.end()
             if self._pending_publish < limit:
                 break
-            room = self._publish_room = trio.Event()
-            await room.wait()
+            await self._publish_room.wait()
         keep = self._send_now(c, frame, entry)
         assert keep is not None  # room was made above, nothing awaited since
         return keep
@@ -687,10 +687,7 @@ class ServerConnection:
 
     def _publish_done(self) -> None:
         self._pending_publish -= 1
-        room = self._publish_room
-        if room is not None:
-            self._publish_room = None
-            room.set()
+        self._publish_room.set()
 
     def _on_close_producer(self, c: pb.CommandCloseProducer) -> None:
         producer = self.producers.pop(c.producer_id, None)

@@ -273,22 +273,19 @@ class BookieConnection:
                 for frame in frames:
                     ack = decode_add_ack(frame)
                     if ack is not None:  # an add's reply: its callback takes the status only
-                        p = pending.pop(ack[0], None)
-                        if p is not None:  # else: it already timed out
-                            try:
-                                p[0](ack[1], None)
-                            except Exception:
-                                log.exception("ledger client callback failed")
+                        rid, status, resp = ack[0], ack[1], None
+                    else:
+                        resp = decode_response(frame)
+                        rid, status = resp.request_id, resp.status
+                    p = pending.pop(rid, None)
+                    if p is None:  # it already timed out
+                        if resp is not None and resp.op == Op.AUTH and status != Status.OK:
+                            raise ProtocolError(f"bookie {self.bookie_id} refused this client's identity (UNAUTHORIZED)")
                         continue
-                    resp = decode_response(frame)
-                    p = pending.pop(resp.request_id, None)
-                    if p is None and resp.op == Op.AUTH and resp.status != Status.OK:
-                        raise ProtocolError(f"bookie {self.bookie_id} refused this client's identity (UNAUTHORIZED)")
-                    if p is not None:  # else: it already timed out
-                        try:  # (inlined _complete: once per reply)
-                            p[0](resp.status, resp)
-                        except Exception:
-                            log.exception("ledger client callback failed")
+                    try:  # (inlined _complete: once per reply)
+                        p[0](status, resp)
+                    except Exception:
+                        log.exception("ledger client callback failed")
 
     async def _timeouts(self, _stream: trio.SocketStream) -> None:
         interval = self._config.timeout_monitor_interval_ms / 1000

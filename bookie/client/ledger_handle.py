@@ -45,6 +45,7 @@ from bookie.client.ledger_metadata import LedgerMetadata, LedgerState
 from bookie.client.read_ops import long_poll_lac, read_entries, read_lac
 from bookie.protocol import Flag, Status
 from quire import hop_trace, invariants
+from quire.lazy_event import LazyEvent
 from quire.parked_caller import ParkedCaller
 
 if TYPE_CHECKING:
@@ -172,17 +173,10 @@ class LedgerHandle:
         self._error: BKError | None = None
         self._closing = False
         self._closed = md.is_closed and not writable
-        # Set when the LAC advances (or the handle fails); made only when someone waits
-        # (_lac_event): not an Event per add.
-        self._lac_advanced: trio.Event | None = None
+        # Set when the LAC advances (or the handle fails): no Event per add.
+        self._lac_advanced = LazyEvent()
 
     # -- properties (contract) ---------------------------------------------------------------
-
-    def _lac_event(self) -> trio.Event:
-        ev = self._lac_advanced
-        if ev is None:
-            ev = self._lac_advanced = trio.Event()
-        return ev
 
     @property
     def last_add_confirmed(self) -> int:
@@ -383,10 +377,7 @@ class LedgerHandle:
             self._in_flight -= n  # (_release_slots, inlined)
             if self._waiting:
                 self._admit()
-            ev = self._lac_advanced
-            if ev is not None:
-                self._lac_advanced = None
-                ev.set()
+            self._lac_advanced.set()
 
     def _fail(self, error: BKError) -> None:
         """The handle can no longer write: fail every pending add with ``error``."""
@@ -398,10 +389,7 @@ class LedgerHandle:
             op.finish()
         self._release_slots(len(pending))  # queued adds fail in call order, after these
         # wake parked callers: they find the handle failed (and their slot handed over)
-        ev = self._lac_advanced
-        if ev is not None:
-            self._lac_advanced = None
-            ev.set()
+        self._lac_advanced.set()
 
     # -- ensemble change ---------------------------------------------------------------------
 
@@ -484,7 +472,7 @@ class LedgerHandle:
 
     async def _drain(self) -> None:
         while self._pending and self._error is None:
-            await self._lac_event().wait()
+            await self._lac_advanced.wait()
 
     async def close(self) -> None:
         """Wait for pending adds, then CAS the metadata to CLOSED at the LAC.
@@ -606,7 +594,7 @@ class LedgerHandle:
         if self._writable:
             with trio.move_on_after(timeout_s):
                 while self._lac <= previous_lac and self._error is None:
-                    await self._lac_event().wait()
+                    await self._lac_advanced.wait()
             return self._lac
         lac = await long_poll_lac(self._ctx, self.ledger_id, self._md, previous_lac, timeout_s)
         self._lac = max(self._lac, lac)
