@@ -15,6 +15,7 @@ import trio
 from bookie.bookie import Bookie
 from bookie.client.errors import BKLedgerFencedError
 from bookie.client.ledger_handle import LedgerHandle
+from quire.lazy_event import LazyEvent
 from bookie.protocol import Status
 from metadata import open_store
 from metadata.ledger_ids import ledger_path
@@ -42,7 +43,7 @@ def _handle(lac: int, ops: list[_Op], error: Exception | None = None) -> LedgerH
     h = LedgerHandle.__new__(LedgerHandle)
     for k, v in dict(_changing_ensemble=False, _ack_quorum=2, _pending=collections.deque(ops), _lac=lac,
                      _error=error, ledger_id=7, _in_flight=len(ops), _waiting=collections.deque(),
-                     _lac_advanced=None, _length=0).items():
+                     _lac_advanced=LazyEvent(), _length=0).items():
         object.__setattr__(h, k, v)
     return h
 
