@@ -863,6 +863,8 @@ class AdminApi:
         elif owner.get("assigned"):
             # The load manager placed the unowned bundle on another broker: that one acquires it.
             return _to_owner(request, owner, "authoritative=true")
+        elif owner.get("leader"):
+            return _to_owner(request, owner)  # the leader places it (the same lookup, not authoritative)
         else:
             url, url_tls = owner["nativeUrl"], owner.get("nativeUrlTls")
             http, http_tls = owner.get("httpUrl", ""), owner.get("httpUrlTls")

@@ -571,11 +571,11 @@ class ServerConnection:
 
     async def _on_lookup(self, c: pb.CommandLookupTopic) -> None:
         name = TopicName.parse(c.topic)
-        url, url_tls, redirect = await self.service.lookup_urls(name, authoritative=c.authoritative)
+        url, url_tls, redirect, authoritative = await self.service.lookup_urls(name, authoritative=c.authoritative)
         if not redirect:
             url, url_tls = self.local_service_url, self.local_service_url_tls
         self.write(C.lookup_response(c.request_id, broker_service_url=url, broker_service_url_tls=url_tls,
-                                     redirect=redirect, authoritative=True))
+                                     redirect=redirect, authoritative=authoritative))
 
     async def _on_get_topics(self, c: pb.CommandGetTopicsOfNamespace) -> None:
         ns = NamespaceName.parse(c.namespace)

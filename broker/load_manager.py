@@ -8,7 +8,13 @@ and whenever its bundles change.
 - Assignment: a lookup of an unowned bundle picks the live broker with the lowest score
   (``score``: bundles owned, plus one per 1000 msg/s and per MB/s it carries); the receiver
   redirects the client there (authoritative) and that broker acquires the bundle. Bundles
-  assigned since the target's last report count too, so a burst of lookups spreads.
+  assigned since the target's last report count too, so a burst of lookups spreads. As in
+  Pulsar's centralized load manager, the leader (below) makes every placement: a lookup of an
+  unowned bundle at another broker is redirected to it (not authoritative). One broker then
+  sees every placement it just made, where two brokers placing at once from reports seconds
+  old could both pick the same idle broker (the two halves of a split, looked up at once, went
+  to one broker). While the leader does not answer (killed, its session not yet expired), a
+  broker places by itself.
 - Split: every ``load_balancer_split_interval_minutes`` a broker splits each of its bundles over
   ``load_balancer_namespace_bundle_max_topics`` / ``..._max_sessions`` / ``..._max_msg_rate`` /
   ``..._max_bandwidth_mbytes`` in two at its midpoint (``load_balancer_auto_bundle_split_enabled``,
@@ -363,15 +369,23 @@ class LoadManager:
                 log.debug("load shedding skipped: %r", exc)
 
     async def _is_leader(self) -> bool:
+        return await self._leader_id() == self.service.broker_id
+
+    async def _leader_id(self) -> str | None:
+        """The broker id of the leader; this broker takes the lead when nobody holds it."""
         me = self.service.broker_id
         try:
             await self.store.create(LEADER_PATH, values.pack({"brokerId": me, "serviceUrl": self.service.web_url}),
                                     ephemeral=True, make_parents=True)
             log.info("this broker leads load balancing")
-            return True
+            return me
         except AlreadyExistsError:
-            raw, _ = await self.store.get(LEADER_PATH)
-            return bool(values.unpack(raw).get("brokerId") == me)
+            try:
+                raw, _ = await self.store.get(LEADER_PATH)
+            except NotFoundError:
+                return None  # it just went: the next call takes the lead
+            leader = values.unpack(raw).get("brokerId")
+            return leader if isinstance(leader, str) else None
 
     # -- placement -------------------------------------------------------------------------
 
@@ -394,30 +408,63 @@ class LoadManager:
 
     async def assign(self, ns: NamespaceName, bundle: str) -> dict[str, Any] | None:
         """The broker an unowned bundle goes to: None for this one, else its
-        ``nativeUrl``/``httpUrl`` (the lookup redirects there, authoritative)."""
+        ``nativeUrl``/``httpUrl`` (the lookup redirects there, authoritative), or the leader's
+        with ``"leader": True`` when another broker leads and answers (the lookup is redirected
+        there, not authoritative, and the leader places the bundle)."""
         if not self.config.load_balancer_enabled:
             return None
         reports = await self.reports()
+        try:
+            leader = await self._leader_id()
+        except MetadataError:
+            leader = None
+        r = reports.get(leader) if leader is not None and leader != self.service.broker_id else None
+        own = self.service.ownership
+        if r is not None and own is not None and await own.live(r["pulsarServiceUrl"]):
+            return {"nativeUrl": r["pulsarServiceUrl"], "httpUrl": r["webServiceUrl"],
+                    "httpUrlTls": r.get("webServiceUrlTls"), "disabled": False, "leader": True}
+        return self.place(ns, bundle, reports)
+
+    def place(self, ns: NamespaceName, bundle: str, reports: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+        """The placement itself (``assign`` on the leader, or on any broker while the leader
+        does not answer): None to keep the bundle here, else the chosen broker's URLs."""
         me = self.service.broker_id
         reports[me] = self._report or {}
         own = self.service.ownership
         now = time.monotonic()
         horizon = 2 * self.report_interval_s + 1.0
+        key = f"{ns}/{bundle}"
+        mine = {p.removeprefix("/namespace/") for p in (own.owned if own is not None else ())}
+        for broker in list(self._pending):
+            self._pending[broker] = [(t, b) for t, b in self._pending[broker] if now - t < horizon]
+        placed = {b: broker for broker, lst in self._pending.items() for _, b in lst}
+        chosen = placed.get(key)
+        if chosen is None or (chosen != me and chosen not in reports):
+            chosen = self._least_loaded(ns, bundle, reports, mine, placed)
+            self._pending.setdefault(chosen, []).append((now, key))
+        # else: looked up again (another client of the bundle) while the first placement is
+        # being acquired: the same answer, or both lookups' acquisitions race
+        if chosen == me:
+            return None
+        r = reports[chosen]
+        # "assigned": not an owner yet; the lookup sends the client there to acquire it
+        return {"nativeUrl": r["pulsarServiceUrl"], "httpUrl": r["webServiceUrl"], "httpUrlTls": r.get("webServiceUrlTls"),
+                "disabled": False, "assigned": True}
+
+    def _least_loaded(self, ns: NamespaceName, bundle: str, reports: dict[str, dict[str, Any]], mine: set[str],
+                      placed: dict[str, str]) -> str:
+        me = self.service.broker_id
         best: list[str] = []
         best_score = float("inf")
-        mine = {p.removeprefix("/namespace/") for p in (own.owned if own is not None else ())}
-        placed = {b: broker for broker, lst in self._pending.items() for t, b in lst if now - t < horizon}
         for broker, report in reports.items():
+            # Placed on it and not acquired yet (not in its report, or for this broker not owned
+            # yet), except a bundle holding the one placed now: that one is split and gone.
+            pending = [b for _, b in self._pending.get(broker, []) if not _holds(b, ns, bundle)]
             if broker == me:
                 live = dict(report)
                 live["bundles"] = sorted(mine)
-                # bundles this broker just kept but does not own yet (their lookup is acquiring)
-                kept = [(t, b) for t, b in self._pending.get(me, []) if now - t < horizon and b not in mine]
-                self._pending[me] = kept
-                s = score(live, len(kept))
+                s = score(live, sum(1 for b in pending if b not in mine))
             else:
-                pending = [(t, b) for t, b in self._pending.get(broker, []) if now - t < horizon]
-                self._pending[broker] = pending
                 listed = set(report.get("bundles") or [])
                 # A report is seconds old: what it lists and this broker now owns or just placed
                 # elsewhere is no longer its broker's, nor a bundle holding the one placed now (a
@@ -425,7 +472,7 @@ class LoadManager:
                 # made a split's old owner look busier than the broker that took one half, which
                 # then took both.
                 gone = sum(1 for b in listed if b in mine or placed.get(b, broker) != broker or _holds(b, ns, bundle))
-                s = score(report, sum(1 for _, b in pending if b not in listed) - gone)
+                s = score(report, sum(1 for b in pending if b not in listed) - gone)
             if s < best_score - 1e-9:
                 best, best_score = [broker], s
             elif abs(s - best_score) <= 1e-9:
@@ -433,13 +480,7 @@ class LoadManager:
         # A tie that includes this broker is kept here: its own count is live, while the others'
         # reports may be a few seconds old (a bundle another broker just took is not in them yet,
         # so sending this one there too would stack both on it).
-        chosen = me if (me in best or not best) else random.choice(best)
-        self._pending.setdefault(chosen, []).append((now, f"{ns}/{bundle}"))
-        if chosen == me:
-            return None
-        r = reports[chosen]
-        # "assigned": not an owner yet; the lookup sends the client there to acquire it
-        return {"nativeUrl": r["pulsarServiceUrl"], "httpUrl": r["webServiceUrl"], "disabled": False, "assigned": True}
+        return me if (me in best or not best) else random.choice(best)
 
     # -- split -----------------------------------------------------------------------------
 

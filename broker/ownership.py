@@ -198,7 +198,10 @@ class OwnershipCache:
                 continue
 
     async def _live(self, data: dict[str, Any]) -> bool:
-        url = str(data.get("nativeUrl") or "")
+        return await self.live(str(data.get("nativeUrl") or ""))
+
+    async def live(self, url: str) -> bool:
+        """Whether the broker at ``url`` (pulsar://) answers (a probe at most once a second)."""
         now = trio.current_time()
         if now - self._alive.get(url, -1e9) < 1.0:
             return True  # reached it within the last second

@@ -359,18 +359,19 @@ class BrokerService:
 
     async def lookup(self, name: TopicName, authoritative: bool = False) -> tuple[str, bool]:
         """(broker URL, redirect?) for LOOKUP: this broker unless another owns the bundle."""
-        url, _, redirect = await self.lookup_urls(name, authoritative)
+        url, _, redirect, _ = await self.lookup_urls(name, authoritative)
         return url, redirect
 
-    async def lookup_urls(self, name: TopicName, authoritative: bool = False) -> tuple[str, str | None, bool]:
-        """(pulsar:// URL, pulsar+ssl:// URL or None, redirect?) of the broker serving ``name``. An
-        unowned bundle goes to the broker the load manager picks (``authoritative``: the lookup
-        was redirected here to acquire it, so this broker takes it)."""
+    async def lookup_urls(self, name: TopicName, authoritative: bool = False) -> tuple[str, str | None, bool, bool]:
+        """(pulsar:// URL, pulsar+ssl:// URL or None, redirect?, authoritative?) of the broker
+        serving ``name``. An unowned bundle goes to the broker the load manager picks
+        (``authoritative``: the lookup was redirected here to acquire it, so this broker takes
+        it); a redirect to the leader, which places it, is not authoritative."""
         owner = await self.lookup_owner(name, authoritative)
         assert self.ownership is not None
         if self.ownership.is_mine(owner) or owner is None:
-            return self.service_url, self.service_url_tls, False
-        return owner["nativeUrl"], owner.get("nativeUrlTls"), True
+            return self.service_url, self.service_url_tls, False, True
+        return owner["nativeUrl"], owner.get("nativeUrlTls"), True, not owner.get("leader")
 
     async def lookup_owner(self, name: TopicName, authoritative: bool = False) -> dict[str, Any] | None:
         """The owner's (or the chosen broker's) data for a lookup of ``name``."""
