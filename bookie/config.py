@@ -30,6 +30,7 @@ class BookieConfig:
     # clients on this host (a co-located broker) use it instead of loopback TCP, which costs both
     # ends more CPU per request. Never with TLS (the bookie port's identity checks stay on TCP).
     local_socket_enabled: bool = True
+
     http_server_enabled: bool = True
     http_server_port: int = 8000
     metadata_service_uri: str = ""  # "" = no metadata store (cookies on disk only, no registration)
