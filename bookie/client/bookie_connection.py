@@ -54,6 +54,8 @@ _RECV_SIZE = 256 * 1024
 # A reply at least this large (a range read's) is received into a buffer of its own size that
 # its entries are then views of: one copy out of the socket, not three
 _LARGE_FRAME = 128 * 1024
+# Longest a connect waits for the bookie's registration (its local socket) before using TCP
+_LOOKUP_TIMEOUT_S = 1.0
 # Deadlines use the monotonic clock directly: trio.current_time() costs ~4x more per call and
 # send() is on the per-entry hot path.
 _now = time.monotonic
@@ -90,6 +92,7 @@ class BookieConnection:
         self.bookie_id = bookie_id
         self._resolve_local = resolve_local  # bookie id -> its advertised local socket, or None
         self.transport = ""  # of the current or last connection: "tcp" or "unix" (local socket)
+        self._local_name: str | None = None  # the bookie's local socket that worked last
         self._nursery = nursery
         self._config = config
         self._on_failure = on_failure
@@ -195,7 +198,10 @@ class BookieConnection:
                 self._cancel = scope
                 try:
                     host, port = parse_bookie_id(self.bookie_id)
-                    stream = await self._connect_local() if self._tls is None else None
+                    stream = None
+                    if self._tls is None:
+                        with trio.move_on_after(self._config.client_connect_timeout_ms / 1000):
+                            stream = await self._connect_local()
                     if stream is None:
                         self.transport = "tcp"
                         with trio.fail_after(self._config.client_connect_timeout_ms / 1000):
@@ -235,21 +241,32 @@ class BookieConnection:
 
     async def _connect_local(self) -> trio.SocketStream | None:
         """A stream to the bookie's advertised abstract Unix socket when it runs on this host
-        (quire/local_socket.py), else None: the caller connects by TCP. The registration is read
-        again on every connect, so a restarted bookie's new socket is found."""
+        (quire/local_socket.py), else None: the caller connects by TCP. The name that worked
+        last is tried first, without a store read (a metadata store that is down must not slow a
+        reconnect); once refused (the bookie restarted: a new name) the registration is read
+        again, for at most _LOOKUP_TIMEOUT_S."""
         if self._resolve_local is None or not local_socket.SUPPORTED:
             return None
-        budget = self._config.client_connect_timeout_ms / 1000 / 2  # half: TCP keeps the rest
-        with trio.move_on_after(budget):
-            name = await self._resolve_local(self.bookie_id)
-            if name is not None:
-                try:
-                    stream = await local_socket.connect(name)
-                except OSError:  # another host's bookie (or one gone since): TCP
-                    return None
+        name = self._local_name
+        if name is not None:
+            try:
+                stream = await local_socket.connect(name)
+            except OSError:
+                self._local_name = name = None
+            else:
                 self.transport = "unix"
                 return stream
-        return None
+        with trio.move_on_after(min(_LOOKUP_TIMEOUT_S, self._config.client_connect_timeout_ms / 2000)):
+            name = await self._resolve_local(self.bookie_id)
+        if name is None:
+            return None
+        try:
+            stream = await local_socket.connect(name)
+        except OSError:  # another host's bookie (or one gone since): TCP
+            return None
+        self._local_name = name
+        self.transport = "unix"
+        return stream
 
     async def _guard(self, fn: Callable[[trio.SocketStream], Awaitable[None]], stream: trio.SocketStream,
                      stop: trio.CancelScope) -> None:

@@ -6,8 +6,13 @@ from __future__ import annotations
 import trio
 
 from bookie.client import BookKeeper, LedgerState
+from bookie.client.bookie_connection import BookieConnection
+from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
+from bookie.protocol import Op, Request
 from metadata.values import pack, unpack
+from quire import local_socket
 from tests.bookie.client.conftest import fast_config
+from tests.bookie.client.fake_bookie import FakeBookie
 from tests.bookie.client.real_cluster import client_config as _config
 from tests.bookie.client.real_cluster import start_bookies, wait_registered, zk_store  # noqa: F401  (fixture)
 
@@ -65,3 +70,79 @@ async def test_a_socket_not_on_this_host_falls_back_to_tcp(store, cluster):
             assert await lh.add_entry(b"x%d" % i) == i
         transports = {b: c.transport for b, c in bk.ctx._pool._conns.items()}  # type: ignore[union-attr]
         assert set(transports.values()) == {"tcp"} and len(transports) == 3
+
+
+async def _answered(conn: BookieConnection) -> bool:
+    """A request gets the bookie's answer (whatever it is), not a connection failure."""
+    done = trio.Event()
+    got: list[int] = []
+
+    def cb(status: int, _resp: object) -> None:
+        got.append(status)
+        done.set()
+
+    conn.send(Request(Op.READ_LAC, 0, ledger_id=1), cb, 5.0)
+    with trio.fail_after(10):
+        await done.wait()
+    return got[0] not in (CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT)
+
+
+async def test_a_reconnect_tries_the_last_socket_before_reading_the_registration(nursery):
+    """A broken connection reconnects to the socket that worked last without a registration
+    read (the store may be down); once that socket is gone (the bookie restarted) it reads the
+    registration again and finds the new one; a registration read that hangs means TCP."""
+    fb = FakeBookie()
+    await fb.start(nursery)
+    served: list[trio.SocketStream] = []
+
+    async def handle(stream: trio.SocketStream) -> None:
+        served.append(stream)
+        await fb._handle(stream)
+
+    async def serve(name: str, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        listener = await local_socket.listen(name)
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            await trio.serve_listeners(handle, [listener])
+
+    first, second = local_socket.new_name("test"), local_socket.new_name("test")
+    first_scope = await nursery.start(serve, first)
+    await nursery.start(serve, second)
+    names = [first]
+    lookups = 0
+
+    async def resolve(bookie_id: str) -> str | None:
+        nonlocal lookups
+        lookups += 1
+        if not names:
+            await trio.sleep_forever()  # the store does not answer
+        return names[0]
+
+    conn = BookieConnection(fb.bookie_id, nursery, fast_config(), resolve_local=resolve)
+    try:
+        assert await _answered(conn)
+        assert (conn.transport, lookups) == ("unix", 1)
+        names.clear()  # from here the registration cannot be read
+        for s in served:
+            await trio.aclose_forcefully(s)  # the connection breaks, the listener stays
+        while conn.outstanding or conn._running:
+            await trio.sleep(0.01)
+        assert await _answered(conn)
+        assert (conn.transport, lookups) == ("unix", 1)  # the same socket, no registration read
+
+        names.append(second)
+        first_scope.cancel()  # the bookie "restarted": the first socket is gone
+        while conn._running:
+            await trio.sleep(0.01)
+        assert await _answered(conn)
+        assert (conn.transport, lookups) == ("unix", 2)
+    finally:
+        conn.close()
+
+    stuck = BookieConnection(fb.bookie_id, nursery, fast_config(), resolve_local=resolve)
+    names.clear()
+    try:
+        assert await _answered(stuck)  # after the lookup's bound, over TCP
+        assert stuck.transport == "tcp"
+    finally:
+        stuck.close()
