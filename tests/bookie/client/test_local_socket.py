@@ -146,3 +146,21 @@ async def test_a_reconnect_tries_the_last_socket_before_reading_the_registration
         assert stuck.transport == "tcp"
     finally:
         stuck.close()
+
+
+async def test_the_registration_lookup(store):
+    """``ClientContext.local_socket`` reads the writable or the read-only registration; none
+    advertised, none registered, or a value it cannot read: None (TCP)."""
+    async with BookKeeper(store, fast_config()) as bk:
+        ctx = bk.ctx
+        await store.put("/ledgers/available/a:1", pack({"bookie_id": "a:1", "local_socket": "quire-bookie-1-aa"}), None,
+                        make_parents=True)
+        await store.put("/ledgers/available/readonly/b:2", pack({"local_socket": "quire-bookie-2-bb"}), None,
+                        make_parents=True)
+        await store.put("/ledgers/available/c:3", pack({"bookie_id": "c:3"}), None)
+        await store.put("/ledgers/available/d:4", b"", None)  # a registration without a value
+        await store.put("/ledgers/available/e:5", pack({"local_socket": 7}), None)
+        assert await ctx.local_socket("a:1") == "quire-bookie-1-aa"
+        assert await ctx.local_socket("b:2") == "quire-bookie-2-bb"
+        for bookie_id in ("c:3", "d:4", "e:5", "f:6"):
+            assert await ctx.local_socket(bookie_id) is None
