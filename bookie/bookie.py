@@ -36,6 +36,7 @@ from bookie.server import ReceiveBudget, serve_connection
 from bookie.sync_thread import SyncThread
 from metadata.ledger_ids import ledger_path
 from metadata.store import MetadataStore
+from quire import local_socket
 from quire.config import naming_the_port
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,14 @@ class Bookie:
                                  refresh_seconds=cfg.tls_cert_files_refresh_duration_seconds)
         if cfg.bookie_port == 0:
             cfg.bookie_port = self.port
+        if cfg.local_socket_enabled and self.tls is None and local_socket.SUPPORTED:
+            name = local_socket.new_name("bookie")
+            try:
+                self._listeners.append(await local_socket.listen(name))
+            except OSError as exc:  # TCP still serves everyone
+                log.warning("no local socket for co-located clients: %r", exc)
+            else:
+                self.registration.local_socket = name
         try:
             await cookie.verify_and_write(self.config, self.store)
             await trio.to_thread.run_sync(self.storage.open)

@@ -59,6 +59,7 @@ class Registration:
         self.disk_usage = disk_usage
         self._registered_path: str | None = None
         self.http_port = 0  # set by the bookie once its HTTP server is bound
+        self.local_socket = ""  # its abstract Unix socket's name, once bound ("" = none)
         self._session_lost = trio.Event()
         self._mode_changed = trio.Event()
 
@@ -95,9 +96,13 @@ class Registration:
     def _info(self) -> bytes:
         # The bound HTTP port (the configured one may be 0 = any): `quire cluster-status` asks it for disk usage.
         # http_tls: the HTTP port speaks HTTPS (http_server_tls_enable).
-        return pack({"bookie_id": self.config.bookie_id, "http_port": self.http_port or self.config.http_server_port,
-                     "http_tls": self.config.http_server_tls_enable,
-                     "read_only": self.state.read_only, "started_at": self.state.started_at})
+        # local_socket: a ledger client on this host connects there instead of to the TCP port.
+        info = {"bookie_id": self.config.bookie_id, "http_port": self.http_port or self.config.http_server_port,
+                "http_tls": self.config.http_server_tls_enable,
+                "read_only": self.state.read_only, "started_at": self.state.started_at}
+        if self.local_socket:
+            info["local_socket"] = self.local_socket
+        return pack(info)
 
     async def register(self) -> None:
         """(Re-)create the ephemeral node for the current mode, removing the other one."""

@@ -27,7 +27,7 @@ from bookie.client.config import ClientConfig
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.client.errors import BKClientClosedError
 from bookie.client.local_bookie import LocalBookieConnection, RequestHandler
-from quire import hop_trace, socket_io
+from quire import hop_trace, local_socket, socket_io
 from quire.outbox import JOIN_BELOW, Outbox, deferred_writes
 from bookie.protocol import (
     FrameDecoder,
@@ -47,11 +47,15 @@ __all__ = ["BookieConnection", "BookieConnectionPool", "Callback", "parse_bookie
 log = logging.getLogger(__name__)
 
 Callback = Callable[[int, "Response | None"], None]
+# Looks up the abstract Unix socket a bookie advertises in its registration (None: none)
+ResolveLocal = Callable[[str], Awaitable["str | None"]]
 
 _RECV_SIZE = 256 * 1024
 # A reply at least this large (a range read's) is received into a buffer of its own size that
 # its entries are then views of: one copy out of the socket, not three
 _LARGE_FRAME = 128 * 1024
+# Longest a connect waits for the bookie's registration (its local socket) before using TCP
+_LOOKUP_TIMEOUT_S = 1.0
 # Deadlines use the monotonic clock directly: trio.current_time() costs ~4x more per call and
 # send() is on the per-entry hot path.
 _now = time.monotonic
@@ -83,8 +87,12 @@ class BookieConnection:
     """Pipelined request/response channel to one bookie; tasks live in the pool's nursery."""
 
     def __init__(self, bookie_id: str, nursery: trio.Nursery, config: ClientConfig,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None,
+                 resolve_local: ResolveLocal | None = None) -> None:
         self.bookie_id = bookie_id
+        self._resolve_local = resolve_local  # bookie id -> its advertised local socket, or None
+        self.transport = ""  # of the current or last connection: "tcp" or "unix" (local socket)
+        self._local_name: str | None = None  # the bookie's local socket that worked last
         self._nursery = nursery
         self._config = config
         self._on_failure = on_failure
@@ -190,10 +198,16 @@ class BookieConnection:
                 self._cancel = scope
                 try:
                     host, port = parse_bookie_id(self.bookie_id)
-                    with trio.fail_after(self._config.client_connect_timeout_ms / 1000):
-                        stream = await trio.open_tcp_stream(host, port)
-                        if self._tls is not None:
-                            stream = await _start_tls(stream, self._tls, host)
+                    stream = None
+                    if self._tls is None:
+                        with trio.move_on_after(self._config.client_connect_timeout_ms / 1000):
+                            stream = await self._connect_local()
+                    if stream is None:
+                        self.transport = "tcp"
+                        with trio.fail_after(self._config.client_connect_timeout_ms / 1000):
+                            stream = await trio.open_tcp_stream(host, port)
+                            if self._tls is not None:
+                                stream = await _start_tls(stream, self._tls, host)
                 except (OSError, ValueError, trio.TooSlowError, trio.BrokenResourceError) as exc:
                     self._error = exc
                 else:
@@ -224,6 +238,35 @@ class BookieConnection:
             log.info("connection to bookie %s failed: %r", self.bookie_id, self._error)
             if self._on_failure is not None and not self._closed:
                 self._on_failure(self.bookie_id)
+
+    async def _connect_local(self) -> trio.SocketStream | None:
+        """A stream to the bookie's advertised abstract Unix socket when it runs on this host
+        (quire/local_socket.py), else None: the caller connects by TCP. The name that worked
+        last is tried first, without a store read (a metadata store that is down must not slow a
+        reconnect); once refused (the bookie restarted: a new name) the registration is read
+        again, for at most _LOOKUP_TIMEOUT_S."""
+        if self._resolve_local is None or not local_socket.SUPPORTED:
+            return None
+        name = self._local_name
+        if name is not None:
+            try:
+                stream = await local_socket.connect(name)
+            except OSError:
+                self._local_name = name = None
+            else:
+                self.transport = "unix"
+                return stream
+        with trio.move_on_after(min(_LOOKUP_TIMEOUT_S, self._config.client_connect_timeout_ms / 2000)):
+            name = await self._resolve_local(self.bookie_id)
+        if name is None:
+            return None
+        try:
+            stream = await local_socket.connect(name)
+        except OSError:  # another host's bookie (or one gone since): TCP
+            return None
+        self._local_name = name
+        self.transport = "unix"
+        return stream
 
     async def _guard(self, fn: Callable[[trio.SocketStream], Awaitable[None]], stream: trio.SocketStream,
                      stop: trio.CancelScope) -> None:
@@ -331,8 +374,10 @@ class BookieConnectionPool:
 
     def __init__(self, nursery: trio.Nursery, config: ClientConfig,
                  on_failure: Callable[[str], None] | None = None,
-                 local_bookies: Mapping[str, RequestHandler] | None = None) -> None:
+                 local_bookies: Mapping[str, RequestHandler] | None = None,
+                 resolve_local: ResolveLocal | None = None) -> None:
         self._nursery = nursery
+        self._resolve_local = resolve_local
         self._local = dict(local_bookies or {})  # bookie id -> in-process request processor
         self._config = config
         self._on_failure = on_failure
@@ -348,7 +393,7 @@ class BookieConnectionPool:
             if local is not None:  # standalone: the co-located bookie, reached without a socket
                 conn = LocalBookieConnection(bookie_id, local, self._nursery, self._config)
             else:
-                conn = BookieConnection(bookie_id, self._nursery, self._config, self._on_failure)
+                conn = BookieConnection(bookie_id, self._nursery, self._config, self._on_failure, self._resolve_local)
             self._conns[bookie_id] = conn
         return conn
 

@@ -23,6 +23,7 @@ from bookie.client.placement import EnsemblePlacementPolicy
 from bookie.protocol import Request
 from metadata.errors import MetadataError, NotFoundError
 from metadata.store import MetadataStore
+from metadata.values import unpack
 
 AVAILABLE_PATH = "/ledgers/available"
 READONLY_NODE = "readonly"
@@ -47,7 +48,8 @@ class ClientContext:
     def open(self, nursery: trio.Nursery) -> None:
         """Start serving: connections and background work run in ``nursery``."""
         self._nursery = nursery
-        self._pool = BookieConnectionPool(nursery, self.config, self.note_bookie_failure, self.local_bookies)
+        self._pool = BookieConnectionPool(nursery, self.config, self.note_bookie_failure, self.local_bookies,
+                                          self.local_socket)
 
     def close(self) -> None:
         """From here on ``closed``: failing requests no longer start ensemble changes."""
@@ -85,6 +87,24 @@ class ClientContext:
         for b in [b for b, until in self._quarantine.items() if until <= now]:
             del self._quarantine[b]
         return set(self._quarantine)
+
+    async def local_socket(self, bookie_id: str) -> str | None:
+        """The abstract Unix socket ``bookie_id`` advertises in its registration (writable or
+        read-only), or None: none advertised, not registered, or the store cannot say."""
+        for path in (f"{AVAILABLE_PATH}/{bookie_id}", f"{AVAILABLE_PATH}/{READONLY_NODE}/{bookie_id}"):
+            try:
+                data, _ = await self.store.get(path)
+            except NotFoundError:
+                continue
+            except (MetadataError, OSError):
+                return None
+            try:
+                info = unpack(data)
+            except ValueError:
+                return None
+            name = info.get("local_socket") if isinstance(info, dict) else None
+            return name if isinstance(name, str) and name else None
+        return None
 
     async def writable_bookies(self) -> list[str]:
         try:
