@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from .positions import Pos
-from .rows import ARROW_SCHEMA, _varint
+from .rows import ARROW_SCHEMA, _varint, topic_column
 from .scanned_rows import TS, BatchEntry, Columns, Props, ScannedRun, _suffixes
 from .topic_names import registry_topic
 from .value_schema import ValueSchema
@@ -407,7 +407,7 @@ class EntryDecoder:
         arrays: list[Any] = [
             *values,
             key_col,
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            topic_column(self.topic, n),
             id_col,
             publish_col,
             event_col,
