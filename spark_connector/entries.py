@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from .positions import Pos
-from .rows import ARROW_SCHEMA, _varint
+from .rows import ARROW_SCHEMA, _varint, topic_column
 from .scanned_rows import TS, BatchEntry, Columns, Props, ScannedRun, _suffixes
 from .topic_names import registry_topic
 from .value_schema import ValueSchema
@@ -29,6 +29,20 @@ from .value_schema import ValueSchema
 _U32 = struct.Struct(">I").unpack_from
 VECTOR_MIN = 32  # records in a run of batches from which the numpy scan beats the per-record loop
 BATCH_BYTES = 16 << 20  # a record batch ends at this many payload bytes, whatever recordBatchSize says
+
+
+_NO_PROPERTIES = np.zeros(1, np.int32)  # per worker: the longest all-zero map offsets built yet (read-only)
+_NO_PROPERTIES.flags.writeable = False
+
+
+def _no_properties(n: int) -> np.ndarray:
+    """The ``n + 1`` offsets of ``n`` empty maps: one zero buffer, sliced (was two allocations
+    and copies of ``n`` offsets per record batch)."""
+    global _NO_PROPERTIES
+    if len(_NO_PROPERTIES) <= n:
+        _NO_PROPERTIES = np.zeros(n + 1, np.int32)
+        _NO_PROPERTIES.flags.writeable = False
+    return _NO_PROPERTIES[:n + 1]
 
 
 def _uvarint(buf: bytes, p: int) -> tuple[int, int]:
@@ -258,7 +272,8 @@ class EntryDecoder:
             return
         pk, pv = self.prop_keys, self.prop_values
         if props is None:
-            self.prop_offset_chunks.append(np.full(len(columns[0]), self.props_in_chunks + len(pk), np.int32))
+            # a view, not n copies: flush copies it once, or not at all when no row has properties
+            self.prop_offset_chunks.append(np.broadcast_to(np.int32(self.props_in_chunks + len(pk)), len(columns[0])))
             return
         po = self.prop_offsets
         for kvs in props:
@@ -396,7 +411,10 @@ class EntryDecoder:
         value_col, key_col, id_col, publish_col, event_col = columns
         n = len(value_col)
         self._seal_props()
-        offsets = np.concatenate([np.zeros(1, np.int32), *self.prop_offset_chunks])
+        if self.prop_key_chunks or self.prop_keys:
+            offsets = np.concatenate([np.zeros(1, np.int32), *self.prop_offset_chunks])
+        else:  # no row has properties: every map is empty
+            offsets = _no_properties(n)
         if self.prop_key_chunks:
             self._seal_prop_lists()
             prop_keys, prop_values = pa.concat_arrays(self.prop_key_chunks), pa.concat_arrays(self.prop_value_chunks)
@@ -407,7 +425,7 @@ class EntryDecoder:
         arrays: list[Any] = [
             *values,
             key_col,
-            pa.repeat(pa.scalar(self.topic, pa.string()), n),
+            topic_column(self.topic, n),
             id_col,
             publish_col,
             event_col,

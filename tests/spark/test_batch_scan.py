@@ -115,6 +115,28 @@ def test_runs_of_small_batches_equal_record_by_record_rows(seed: int, monkeypatc
     assert any(used), used  # some runs took the scan
 
 
+@pytest.mark.parametrize("vector_min", [1, 1 << 40])
+def test_rows_without_properties_have_empty_maps(vector_min: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record batches where no row has properties share one zero offsets buffer (of the longest
+    batch yet): every map is empty, not null, at any batch length, and a batch with properties
+    after them still gets its own offsets."""
+    items, want = [], []
+    for entry, (n, with_props) in enumerate([(30, False), (120, False), (7, False), (40, True), (60, False)]):
+        records = []
+        for i in range(n):
+            m = SingleMessageMetadata(payload_size=3, partition_key=str(i))
+            if with_props and i % 3 == 0:
+                m.properties.add(key="k", value=str(i))
+            records.append((m, b"abc"))
+            want.append([("k", str(i))] if with_props and i % 3 == 0 else [])
+        meta = MessageMetadata(producer_name="p", sequence_id=entry, publish_time=1_700_000_000_000,
+                               num_messages_in_batch=n)
+        items.append((7, entry, meta, _batch(records)))
+    got = _decode(items, vector_min, EARLIEST, LATEST, monkeypatch)
+    props = got.column("__messageProperties")
+    assert props.null_count == 0 and props.to_pylist() == want
+
+
 def test_the_scan_covers_the_usual_batches() -> None:
     rnd = random.Random(3)
     records = [_record(rnd, i) for i in range(200)]

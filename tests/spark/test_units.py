@@ -11,7 +11,7 @@ from spark_connector.errors import PulsarDataLossError, PulsarOptionError
 from spark_connector.options import parse_options
 from spark_connector.planner import PartitionInfo, advance, check_data_loss, entries_between, split_ranges
 from spark_connector.positions import EARLIEST, LATEST, Pos, after, position_from_json
-from spark_connector.rows import message_id
+from spark_connector.rows import message_id, topic_column
 
 BASE = {"service.url": "pulsar://h:6650", "admin.url": "http://h:8080"}
 INFO = PartitionInfo("t", ((3, 10, 1000), (5, 0, 0), (7, 20, 2000), (9, 5, 500)), Pos(9, 5))
@@ -24,6 +24,23 @@ def test_positions_order_and_parse() -> None:
     assert position_from_json({"ledgerId": 3, "entryId": 4}) == Pos(3, 4)
     ser = list(message_id(1, 3, 4, 2, 10).serialize())
     assert position_from_json(ser) == Pos(3, 4, 2)
+
+
+def test_topic_column_is_the_repeated_name_at_any_length() -> None:
+    import pyarrow as pa
+
+    topic = "persistent://public/default/t\u00e9-partition-3"  # not ASCII: bytes, not characters, per row
+    for n in (3, 0, 70_000, 10, 70_000, 70_001):  # grows, shrinks to a slice, grows again
+        col = topic_column(topic, n)
+        assert col.type == pa.string() and col.equals(pa.repeat(pa.scalar(topic, pa.string()), n))
+    other = topic_column("persistent://public/default/u", 4)
+    assert other.to_pylist() == ["persistent://public/default/u"] * 4
+    # a slice ships only its rows (the IPC writer cuts the shared buffer)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, pa.schema([("t", pa.string())])) as w:
+        w.write_batch(pa.record_batch([topic_column(topic, 5)], names=["t"]))
+    got = pa.ipc.open_stream(sink.getvalue()).read_all()
+    assert got.column(0).to_pylist() == [topic] * 5 and sink.getvalue().size < 2000
 
 
 def test_entries_between_advance_and_split() -> None:
