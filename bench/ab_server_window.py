@@ -4,9 +4,12 @@ Starts one ``quire standalone`` from ``--base`` (e.g. a checkout of main) and on
 checkout, then, repeated and interleaved (the other server first each round), runs the peers
 ``produce`` workload (window-1000, batching on) with this checkout's ``clients/`` against each.
 Server CPU comes from /proc/PID/task/*/stat (utime + stime of every thread) before and after
-each run, so the figure is the server's own cost per message, by thread name too::
+each run, so the figure is the server's own cost per message, by thread name too. With
+``--consume`` each run also reads its topic back from the start (consume msg/s; what is past the
+broker's entry cache comes from the bookie)::
 
     .venv/bin/python bench/ab_server_window.py --base /work/wt/base --size 1024 --repeats 4
+    .venv/bin/python bench/ab_server_window.py --base /work/wt/base --size 1024 --consume
 """
 
 from __future__ import annotations
@@ -75,12 +78,16 @@ def thread_cpu(pid: int) -> Counter[str]:
     return out
 
 
-def run_one(proc: subprocess.Popen, url: str, size: int, messages: int) -> dict[str, Any]:
+def workload(work: str, url: str, topic: str, size: int, messages: int) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.peers.workloads", "quire-clients", work, "--address", url,
+            "--stream", topic, "--size", str(size), "--messages", str(messages), "--window", "1000"]
+    return child_json(argv, REPO, work)
+
+
+def run_one(proc: subprocess.Popen, url: str, size: int, messages: int, consume: bool = False) -> dict[str, Any]:
     before = thread_cpu(proc.pid)
-    argv = [sys.executable, "-m", "bench.peers.workloads", "quire-clients", "produce", "--address", url,
-            "--stream", f"abw-{uuid.uuid4().hex[:8]}", "--size", str(size), "--messages", str(messages),
-            "--window", "1000"]
-    r = child_json(argv, REPO, "produce")
+    topic = f"abw-{uuid.uuid4().hex[:8]}"
+    r = workload("produce", url, topic, size, messages)
     after = thread_cpu(proc.pid)
     faults = after.pop("faults") - before.pop("faults")
     by = {k: round((after[k] - before.get(k, 0.0)) / messages * 1e6, 2) for k in after}
@@ -89,6 +96,8 @@ def run_one(proc: subprocess.Popen, url: str, size: int, messages: int) -> dict[
     r["server_us_per_msg"] = round(sum(by.values()), 2)
     r["server_threads_us"] = {k: v for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v > 0}
     r["load1"] = round(os.getloadavg()[0], 2)
+    if consume:  # read the topic back from its start (older entries: bookie, maybe the disk)
+        r["consume_msg_per_s"] = workload("consume", url, topic, size, messages)["msg_per_s"]
     return r
 
 
@@ -98,6 +107,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--consume", action="store_true", help="also read each topic back (consume msg/s)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     trees = {"base": args.base.resolve(), "ours": REPO}
@@ -111,7 +121,7 @@ def main() -> None:
             order = list(trees) if rep % 2 == 0 else list(trees)[::-1]
             for name in order:
                 proc, url = servers[name]
-                r = run_one(proc, url, args.size, args.messages)
+                r = run_one(proc, url, args.size, args.messages, args.consume)
                 runs[name].append(r)
                 top = ", ".join(f"{k} {v}" for k, v in list(r["server_threads_us"].items())[:4])
                 print(f"{rep} {name:>4}: {r['msg_per_s']:>10,.0f} msg/s  server {r['server_us_per_msg']:6.2f} µs/msg "
@@ -129,7 +139,8 @@ def main() -> None:
               f"(user {statistics.median(r['server_user_us'] for r in rs):.2f}, "
               f"sys {statistics.median(r['server_sys_us'] for r in rs):.2f}, "
               f"faults {statistics.median(r['server_faults_per_msg'] for r in rs):.3f})  "
-              f"client {statistics.median(r['cpu_us_per_msg'] for r in rs):.2f} µs/msg")
+              f"client {statistics.median(r['cpu_us_per_msg'] for r in rs):.2f} µs/msg"
+              + (f"  consume {statistics.median(r['consume_msg_per_s'] for r in rs):,.0f} msg/s" if args.consume else ""))
     if args.json:
         args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs}, indent=1))
 
