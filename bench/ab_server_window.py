@@ -22,8 +22,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -32,30 +30,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_clients import child_json  # noqa: E402
-from bench.peers.servers import free_port  # noqa: E402
+from bench.bench_clients import child_json, start_standalone  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def start(tree: Path, root: Path) -> tuple[subprocess.Popen, str]:
-    port, web = free_port(), free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "quire", "standalone", "--data-dir", str(root / "data"), "--port", str(port),
-         "--web-port", str(web), "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
-         "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"],
-        stdout=open(root / "standalone.log", "wb"), stderr=subprocess.STDOUT, cwd=tree,
-        env={**os.environ, "PYTHONPATH": str(tree)},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{web}/admin/v2/clusters", timeout=1):
-                return proc, f"pulsar://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"standalone of {tree} did not start; see {root / 'standalone.log'}")
 
 
 def thread_cpu(pid: int) -> Counter[str]:
@@ -112,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     trees = {"base": args.base.resolve(), "ours": REPO}
     roots = {name: Path(tempfile.mkdtemp(prefix=f"ab-server-{name}-")) for name in trees}
-    servers = {name: start(tree, roots[name]) for name, tree in trees.items()}
+    servers = {name: start_standalone(roots[name], tree) for name, tree in trees.items()}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     try:
         for name, (proc, url) in servers.items():  # warm-up: first ledger, JIT-free but caches
