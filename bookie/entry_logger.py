@@ -17,7 +17,8 @@ With ``cache_keep`` set (``entry_log_remove_pages_from_cache``), each flush drop
 the current log that are fsynced and more than ``cache_keep`` bytes behind its end from the page
 cache: the next checkpoint's writes then reuse those pages instead of growing the cache with
 pages never touched before, which cost 4-8 times as much kernel time per byte written here (a
-VM that gives free memory back to its host: 1.2-2.4 vs 0.3 ms of system CPU per MiB).
+VM that gives free memory back to its host: 1.2-2.4 vs 0.3 ms of system CPU per MiB). Reads of
+what was dropped go to the disk (off by default for that).
 """
 
 from __future__ import annotations
