@@ -34,14 +34,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_standalone(root: Path) -> tuple[subprocess.Popen, str]:
+def start_standalone(root: Path, tree: Path = REPO) -> tuple[subprocess.Popen, str]:
+    """A ``quire standalone`` of the checkout ``tree`` (this one by default) on free ports."""
     port, web = free_port(), free_port()
     log = open(root / "standalone.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "quire", "standalone", "--data-dir", str(root / "data"), "--port", str(port),
          "--web-port", str(web), "--bind-address", "127.0.0.1", "--advertised-address", "127.0.0.1",
          "--bookie-port", "0", "--bookie-http-port", "0", "--log-level", "WARNING"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+        stdout=log, stderr=subprocess.STDOUT, cwd=tree,
+        env=None if tree == REPO else {**os.environ, "PYTHONPATH": str(tree)},
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

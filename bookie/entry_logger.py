@@ -12,6 +12,13 @@ checkpoint that wrote its last records has also written their locations
 (:meth:`EntryLogger.mark_indexed`); the garbage collector never looks at such a log. Deleted
 logs (:meth:`EntryLogger.retire_log`) keep their cached read fd open for a grace period, so a
 read that looked up an old location just before compaction moved it still reads the bytes.
+
+With ``cache_keep`` set (``entry_log_remove_pages_from_cache``), each flush drops the pages of
+the current log that are fsynced and more than ``cache_keep`` bytes behind its end from the page
+cache: the next checkpoint's writes then reuse those pages instead of growing the cache with
+pages never touched before, which cost 4-8 times as much kernel time per byte written here (a
+VM that gives free memory back to its host: 1.2-2.4 vs 0.3 ms of system CPU per MiB). Reads of
+what was dropped go to the disk (off by default for that).
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ _MAX_RUN_READ = 8 * 1024 * 1024
 # it until the reply is written): a fresh one of ~2 MiB page-faults ~500 times
 _POOLED_READ = 256 * 1024
 _RUN_BUFFERS = BufferPool(8)
+# What flushed entry log stays in the page cache with entry_log_remove_pages_from_cache: the
+# entries a reader just past the write cache asks for (a checkpoint writes half of the 64 MB
+# write cache at a time).
+CACHE_KEEP = 64 * 1024 * 1024
 # How long a deleted log's cached read fd stays open (reads in flight finish on it).
 RETIRED_FD_GRACE_S = 5.0
 
@@ -51,9 +62,12 @@ def list_log_ids(current_dir: Path) -> list[int]:
 
 
 class EntryLogger:
-    def __init__(self, current_dir: Path, log_size_limit: int) -> None:
+    def __init__(self, current_dir: Path, log_size_limit: int, cache_keep: int | None = None) -> None:
         self.current_dir = current_dir
         self.log_size_limit = log_size_limit
+        # None: leave the page cache alone; else the bytes behind the end that stay cached
+        self.cache_keep = cache_keep
+        self._dropped_to = 0  # pages of the current log below this offset were dropped
         self.log_id = 0
         self._fd = -1
         self._position = 0
@@ -114,6 +128,7 @@ class EntryLogger:
         os.fsync(fd)
         self.log_id, self._fd, self._position = log_id, fd, elf.HEADER_SIZE
         self._ledger_bytes = {}
+        self._dropped_to = 0
 
     def _finish_log(self) -> None:
         """Append the ledgers map, patch the header, fsync and close the current log."""
@@ -207,7 +222,21 @@ class EntryLogger:
         """fsync the current log (rotated logs were fsynced when they were finished)."""
         if self._dirty and self._fd >= 0:
             os.fdatasync(self._fd)
+            if self.cache_keep is not None:
+                self._drop_cached(self.cache_keep)
         self._dirty = False
+
+    def _drop_cached(self, keep: int) -> None:
+        """Drop the fsynced pages more than ``keep`` bytes behind the end of the current log
+        (clean pages: dropping them loses nothing, a read of them goes to the disk)."""
+        drop_to = (self._position - keep) & ~0xFFF  # whole pages only
+        if drop_to <= self._dropped_to:
+            return
+        try:
+            os.posix_fadvise(self._fd, self._dropped_to, drop_to - self._dropped_to, os.POSIX_FADV_DONTNEED)
+        except OSError:  # only a hint: the flush itself succeeded
+            return
+        self._dropped_to = drop_to
 
     # --- reads (any thread) ----------------------------------------------------------------
 

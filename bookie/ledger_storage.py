@@ -26,7 +26,7 @@ import trio
 from bookie import compactor
 from bookie.config import MB, BookieConfig
 from bookie.entry_format import HEADER_SIZE as ENTRY_HEADER_SIZE, entry_lac
-from bookie.entry_logger import EntryLogger
+from bookie.entry_logger import CACHE_KEEP, EntryLogger
 from bookie.errors import BookieIOError, DiskFullError, NoEntryError, NoLedgerError, TooManyRequestsError, is_disk_full
 from bookie.journal import Journal
 from bookie.ledger_index import EntryLocationIndex, LedgerMetadataIndex, LedgerState
@@ -109,7 +109,8 @@ class LedgerStorage:
                 ledgers = LedgerMetadataIndex(cur / "ledgers", read_only=True)
             else:
                 compactor.recover(cur, locations)  # before any read or new log id
-            logger = EntryLogger(cur, self.config.log_size_limit)
+            logger = EntryLogger(cur, self.config.log_size_limit,
+                                 CACHE_KEEP if self.config.entry_log_remove_pages_from_cache else None)
             logger.open()
             d = DirStorage(cur, logger, locations, ledgers)
             self.dirs.append(d)

@@ -28,7 +28,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 import trio
 
@@ -677,7 +677,10 @@ class ServerConnection:
                 slot = producer.new_pending(c.sequence_id, highest, c.num_messages, 0)
                 producer.complete(slot, -1, -1, exc)
                 return True
-            entry = frame.stored_entry()
+            # A large entry of a frame that arrived in pieces is a read-only view of that
+            # frame's own bytes (no copy): bytes-like all along the add path and in the entry
+            # cache, as the entries that range reads from bookies hand on are.
+            entry = cast(bytes, frame.stored_entry())
         data = entry
         slot = producer.new_pending(c.sequence_id, highest, c.num_messages, len(data))
         self._pending_publish += 1

@@ -35,6 +35,11 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _TWO_U32 = struct.Struct(">II")
 _MAGIC_CRC = struct.Struct(">HI")
+# Frame.stored_entry hands an entry of at least this size on as a view of its frame's buffer
+# when that buffer holds little else (at most _VIEW_BUFFER_SLACK more bytes: the frame's size
+# fields and command): a smaller one is copied (a view costs an object more than small bytes).
+VIEW_ENTRY_FROM = 16 * 1024
+_VIEW_BUFFER_SLACK = 4096
 
 Buffer = bytes | bytearray | memoryview
 
@@ -136,11 +141,20 @@ class Frame:
         meta_size = _meta_size(self.metadata_and_payload)
         return self.metadata_and_payload[4 + meta_size :]
 
-    def stored_entry(self) -> bytes:
-        """The entry as the broker stores it: always with magic + CRC32C (added if absent)."""
+    def stored_entry(self) -> bytes | memoryview:
+        """The entry as the broker stores it: always with magic + CRC32C (added if absent).
+
+        A copy, except for a large entry whose frame has its ``bytes`` buffer to itself (a frame
+        that arrived in pieces, joined by the decoder): that entry is a read-only view of
+        immutable bytes which pins nothing but its own frame, so the broker stores it as is
+        (one 128 KiB copy fewer per batched SEND)."""
         if self.metadata_and_payload is None or self.entry is None:
             raise ProtocolError("frame carries no payload")
         if self.checksum_ok is not None:
+            entry, buffer = self.entry, self.buffer
+            if (len(entry) >= VIEW_ENTRY_FROM and type(buffer) is bytes
+                    and len(buffer) - len(entry) <= _VIEW_BUFFER_SLACK):
+                return entry
             return bytes(self.entry)
         crc = crc32c(self.metadata_and_payload)
         return _MAGIC_CRC.pack(MAGIC_CRC32C, crc) + bytes(self.metadata_and_payload)

@@ -221,3 +221,63 @@ def test_write_all_at_durable_one_call_and_fallback(tmp_path: Path) -> None:
         assert os.pread(fd, 1 << 20, 0) == b"".join(small + many + small)
     finally:
         os.close(fd)
+
+
+def _cached_pages(path: Path) -> list[bool]:
+    """Which pages of ``path`` are in the page cache now (mincore over a shared read-only map)."""
+    import ctypes
+    import mmap as mmap_module
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    size = path.stat().st_size
+    pages = (size + mmap_module.PAGESIZE - 1) // mmap_module.PAGESIZE
+    with open(path, "rb") as f:
+        addr = libc.mmap(None, size, mmap_module.PROT_READ, mmap_module.MAP_SHARED, f.fileno(), 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            assert libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
+            return [bool(b & 1) for b in vec.raw[:pages]]
+        finally:
+            libc.munmap(addr, size)
+
+
+def test_entry_log_drops_flushed_pages_behind_cache_keep(tmp_path: Path) -> None:
+    """entry_log_remove_pages_from_cache: once a flush fsynced them, the pages more than
+    cache_keep bytes behind the end of the log leave the page cache (later checkpoints reuse
+    them instead of fresh pages); the last cache_keep bytes stay, and every entry still reads
+    back. Without cache_keep nothing is dropped. (The kernel drops whole folios only: a large
+    one, up to 2 MiB here, across the boundary stays until the next flush's drop.)"""
+    keep = 1 << 20
+    for cache_keep in (None, keep):
+        d = tmp_path / str(cache_keep)
+        logger = EntryLogger(d, log_size_limit=64 << 20, cache_keep=cache_keep)
+        logger.open()
+        items = [(7, e, bytes([e % 251]) * 64_000) for e in range(96)]  # ~6 MB
+        locs = [elf.decode_location(v) for v in logger.add_entries(items)]
+        logger.flush()
+        cached = _cached_pages(d / elf.file_name(logger.log_id))
+        end_page = locs[-1].offset // 4096
+        if cache_keep is None:
+            assert all(cached[:end_page])
+        else:
+            behind = (locs[-1].offset + locs[-1].length - keep) // 4096
+            folio_floor = behind // 512 * 512
+            assert folio_floor >= 1024 and not any(cached[:folio_floor])
+            assert all(cached[behind + 1:end_page])
+        for (l, e, data), loc in zip(items, locs):
+            assert logger.read(loc, l, e) == data
+        logger.close()
+
+
+def test_ledger_storage_entry_logs_keep_64mb_cached_by_config(tmp_path: Path) -> None:
+    for remove, keep in ((True, 64 << 20), (False, None)):
+        storage = LedgerStorage(make_config(tmp_path / str(remove), entry_log_remove_pages_from_cache=remove),
+                                BookieMetrics())
+        storage.open()
+        assert [d.entry_logger.cache_keep for d in storage.dirs] == [keep]
+        storage.close()

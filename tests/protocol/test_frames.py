@@ -219,3 +219,26 @@ def test_decoder_frames_locate_their_payload_in_the_received_bytes() -> None:
         assert [bytes(fr.payload()) for fr in got] == payloads
         for fr, p in zip(got, payloads):
             assert type(fr.buffer) is bytes and fr.buffer[fr.end - len(p) : fr.end] == p
+
+
+def test_large_entry_of_a_frame_joined_from_pieces_is_stored_as_a_view_not_a_copy() -> None:
+    """A SEND that arrived in pieces is joined into bytes of its own: its stored entry (128 KiB
+    here) is a read-only view of them, equal to the entry. A small entry, and one whose frame
+    shares the received buffer with another large frame, is copied (a view would pin the other)."""
+    meta = c.message_metadata("p", 1, 5)
+    big = f.encode_payload_command(c.send(3, 1), meta, bytes(range(256)) * 512)
+    small = f.encode_payload_command(c.send(3, 2), meta, b"xyz")
+    decoder = f.FrameDecoder()
+    assert decoder.feed(big[:50_000]) == []
+    (joined,) = decoder.feed(big[50_000:] + small)[:1]
+    stored = joined.stored_entry()
+    assert isinstance(stored, memoryview) and stored.readonly
+    assert stored == f.encode_entry(meta, bytes(range(256)) * 512)
+    assert len(stored.obj) - len(stored) < 100  # pins only its own frame
+    (first, second, tiny) = f.FrameDecoder().feed(big + big + small)
+    assert type(first.stored_entry()) is bytes and first.stored_entry() == stored
+    assert type(second.stored_entry()) is bytes and type(tiny.stored_entry()) is bytes
+    decoder = f.FrameDecoder()
+    decoder.feed(small[:10])
+    (tiny_joined,) = decoder.feed(small[10:])
+    assert type(tiny_joined.stored_entry()) is bytes
