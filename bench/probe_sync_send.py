@@ -149,7 +149,9 @@ def _worker(args: argparse.Namespace) -> None:
         row[0] += (now[0] - b[0]) / 1e3 / n
         for i in range(1, 6):
             row[i] += (now[i] - b[i]) / n
-    result: dict[str, Any] = {"p50_us": round(sorted(lat)[n // 2], 1), "cpu_us_per_send": round(cpu / n * 1e6, 1)}
+    ordered = sorted(lat)
+    result: dict[str, Any] = {"p50_us": round(ordered[n // 2], 1), "p99_us": round(ordered[n * 99 // 100], 1),
+                              "mean_us": round(sum(lat) / n, 1), "cpu_us_per_send": round(cpu / n * 1e6, 1)}
     for name, (on_cpu, user, sys_, minflt, vol, invol) in per.items():
         result[name] = {"cpu_us": round(on_cpu, 1), "user_us": round(user, 1), "sys_us": round(sys_, 1),
                         "minflt": round(minflt, 2), "vol_cs": round(vol, 2), "invol_cs": round(invol, 2)}
@@ -220,7 +222,7 @@ def main() -> None:
                 tree, system = variants[name]
                 r = _run(tree, system, url, args)
                 runs[name].append(r)
-                print(f"{rep} {name:>8}: p50 {r['p50_us']:6.0f} µs  cpu {r['cpu_us_per_send']:6.1f} µs/send  "
+                print(f"{rep} {name:>8}: p50 {r['p50_us']:6.0f} µs  p99 {r['p99_us']:6.0f}  mean {r['mean_us']:6.0f}  cpu {r['cpu_us_per_send']:6.1f} µs/send  "
                       f"caller {r['caller']}  other {r['other']}"
                       + (f"  phases {r['phases_us']} ({r['phases_of']} sends)" if "phases_us" in r else ""), flush=True)
     finally:
@@ -229,9 +231,9 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\nmedians of {args.repeats} ({args.size} B, {args.messages} sends; load {os.getloadavg()[0]:.2f})")
     for name, rs in runs.items():
-        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "cpu_us_per_send")}
+        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "p99_us", "mean_us", "cpu_us_per_send")}
         threads = {t: statistics.median(r[t]["cpu_us"] for r in rs) for t in ("caller", "other")}
-        print(f"{name:>8}: p50 {med['p50_us']:.0f} µs  cpu {med['cpu_us_per_send']:.1f} µs/send  "
+        print(f"{name:>8}: p50 {med['p50_us']:.0f} µs  p99 {med['p99_us']:.0f}  mean {med['mean_us']:.0f}  cpu {med['cpu_us_per_send']:.1f} µs/send  "
               f"caller {threads['caller']:.1f}  other {threads['other']:.1f} µs/send", end="")
         if all("phases_us" in r for r in rs):
             print("  phases", {k: statistics.median(r["phases_us"][k] for r in rs) for k in rs[0]["phases_us"]}, end="")

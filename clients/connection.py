@@ -67,15 +67,6 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024 - 10 * 1024
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 LEND_CHECK_S = 0.05  # how often a reader that lent the socket looks whether borrowers still read
 BORROW_POLL_MS = 100  # a borrower re-checks its send, the connection and the lend this often
-# A borrower woken by its receipt first yields the CPU. A socket's wake-up is a "sync" one: the
-# kernel puts the woken thread on the CPU of the thread that wrote (the broker) and lets it
-# preempt it, before the broker is back in its poll. Preempted, the broker stays runnable: the
-# next SEND finds it so, and under load it then waits behind other processes' time slices
-# instead of being woken at once. Yielding lets it finish and sleep first (one syscall when
-# nothing else is runnable). Paired, load 4.1-5.1 (bench/results/sync_yield17g.md): p50 379
-# against 695 µs without, the official client 386.
-YIELD_ON_WAKE = hasattr(os, "sched_yield")
-
 
 _RESPONSE_TYPES = {
     T.SUCCESS, T.ERROR, T.PRODUCER_SUCCESS, T.LOOKUP_RESPONSE, T.PARTITIONED_METADATA_RESPONSE,
@@ -502,7 +493,6 @@ class ClientConnection:
                 self._poller = select.poll()
                 self._poller.register(self._fd, select.POLLIN)
             fd, poll, producers, decoder = self._fd, self._poller.poll, self._producers, self._decoder
-            yield_on_wake = YIELD_ON_WAKE
             closed, take_back = self.closed, self._take_back
             while not done():
                 if (not self._lent or fd != self._fd or closed.is_set() or take_back.is_set() or self._consumers
@@ -510,8 +500,6 @@ class ClientConnection:
                     return False
                 if not poll(BORROW_POLL_MS):
                     continue
-                if yield_on_wake:
-                    os.sched_yield()
                 try:
                     data = os.read(fd, READ_SIZE)
                 except BlockingIOError:

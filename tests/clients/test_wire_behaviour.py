@@ -224,37 +224,6 @@ async def test_blocking_sync_sends_read_their_own_receipts(fake: FakeBroker, mon
     assert set(settled_in) <= {"caller"}  # a read with more than the receipt is never settled by a borrower
 
 
-async def test_a_borrower_yields_the_cpu_before_it_reads_its_receipt(
-        fake: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A synchronous sender woken by its receipt yields the CPU once before reading it (so the
-    broker it was woken by finishes and sleeps; see ``YIELD_ON_WAKE``), and not with the
-    switch off; either way every send settles with the broker's ids."""
-    import os
-
-    from clients import connection as connection_module
-
-    yields: list[int] = []
-    monkeypatch.setattr(os, "sched_yield", lambda: yields.append(threading.get_ident()))
-
-    def body() -> tuple[list[int], int]:
-        client = clients.Client(fake.url)
-        try:
-            producer = client.create_producer(TOPIC, batching_enabled=False)
-            ids = [producer.send(b"%d" % i).entry_id() for i in range(20)]
-            assert set(yields) == {threading.get_ident()}  # the caller's, after the first send
-            with_yield = len(yields)
-            monkeypatch.setattr(connection_module, "YIELD_ON_WAKE", False)
-            ids += [producer.send(b"%d" % i).entry_id() for i in range(20, 30)]
-            return ids, with_yield
-        finally:
-            client.close()
-
-    with trio.fail_after(30):
-        ids, with_yield = await trio.to_thread.run_sync(body)
-    assert ids == list(range(30))
-    assert 15 <= with_yield <= 20 and len(yields) == with_yield  # (one per receipt it read)
-
-
 async def test_a_sync_send_on_a_connection_with_a_consumer_waits_without_polling(
         fake: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection with a consumer never lends its socket: a synchronous send asks once and
