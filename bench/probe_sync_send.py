@@ -13,8 +13,15 @@ wakeups after a wait, and preemptions).
 client's loop thread and prints Python calls per send and the most called functions, and counts
 the sync sends that did not take the direct write (``send_direct`` returning False)::
 
+``--phases`` (``clients/`` variants) splits each send's wall time at the socket calls of
+``clients.connection`` (its ``os`` swapped for a timing shim): ``pre`` from the call to the
+frame's ``os.write``, ``write`` that syscall (the kernel's loopback path, which wakes the
+broker), ``asleep`` from there to the receipt's ``os.read`` (broker, journal, wake-up), ``post``
+from that read to the call's return; medians in µs per send::
+
     .venv/bin/python bench/probe_sync_send.py --base /work/wt/base --messages 3000 --repeats 5
     .venv/bin/python bench/probe_sync_send.py --profile --tree . --messages 3000
+    .venv/bin/python bench/probe_sync_send.py --base /work/wt/base --phases --size 1024
 """
 
 from __future__ import annotations
@@ -55,6 +62,31 @@ def _threads() -> dict[int, tuple[int, float, float, int, int, int]]:
     return out
 
 
+class _TimedOs:
+    """``os`` for ``clients.connection``: stamps the caller thread's frame write and receipt read."""
+
+    def __init__(self, stamps: dict[str, float]) -> None:
+        self._stamps = stamps
+        self._me = threading.get_ident()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def write(self, fd: int, data: Any) -> int:
+        me = threading.get_ident() == self._me
+        if me:
+            self._stamps["w0"] = time.perf_counter()
+        n = os.write(fd, data)
+        if me:
+            self._stamps["w1"] = time.perf_counter()
+        return n
+
+    def read(self, fd: int, size: int) -> bytes:
+        if threading.get_ident() == self._me and "w1" in self._stamps:
+            self._stamps["r0"] = time.perf_counter()
+        return os.read(fd, size)
+
+
 def _worker(args: argparse.Namespace) -> None:
     if args.system == "official":
         import pulsar
@@ -65,6 +97,11 @@ def _worker(args: argparse.Namespace) -> None:
     data = (b"0123456789abcdef" * (args.size // 16 + 1))[: args.size]
     for _ in range(200):  # warm-up: connection, caches
         p.send(data)
+    stamps: dict[str, float] = {}
+    if args.phases and args.system != "official":
+        import clients.connection as connection_module
+
+        connection_module.os = _TimedOs(stamps)  # type: ignore[assignment]
     fallbacks = [0]
     profs: list[Any] = []
     if args.profile:
@@ -86,11 +123,19 @@ def _worker(args: argparse.Namespace) -> None:
     me = threading.get_native_id()
     before, cpu0 = _threads(), time.process_time()
     lat = []
+    phases: dict[str, list[float]] = {"pre": [], "write": [], "asleep": [], "post": []}
     n = args.messages
     for _ in range(n):
         t0 = time.perf_counter()
         p.send(data)
-        lat.append((time.perf_counter() - t0) * 1e6)
+        t1 = time.perf_counter()
+        lat.append((t1 - t0) * 1e6)
+        if "r0" in stamps:
+            phases["pre"].append(stamps["w0"] - t0)
+            phases["write"].append(stamps["w1"] - stamps["w0"])
+            phases["asleep"].append(stamps["r0"] - stamps["w1"])
+            phases["post"].append(t1 - stamps["r0"])
+        stamps.clear()
     cpu, after = time.process_time() - cpu0, _threads()
     if profs:
         profs[0].disable()
@@ -104,10 +149,15 @@ def _worker(args: argparse.Namespace) -> None:
         row[0] += (now[0] - b[0]) / 1e3 / n
         for i in range(1, 6):
             row[i] += (now[i] - b[i]) / n
-    result: dict[str, Any] = {"p50_us": round(sorted(lat)[n // 2], 1), "cpu_us_per_send": round(cpu / n * 1e6, 1)}
+    ordered = sorted(lat)
+    result: dict[str, Any] = {"p50_us": round(ordered[n // 2], 1), "p99_us": round(ordered[n * 99 // 100], 1),
+                              "mean_us": round(sum(lat) / n, 1), "cpu_us_per_send": round(cpu / n * 1e6, 1)}
     for name, (on_cpu, user, sys_, minflt, vol, invol) in per.items():
         result[name] = {"cpu_us": round(on_cpu, 1), "user_us": round(user, 1), "sys_us": round(sys_, 1),
                         "minflt": round(minflt, 2), "vol_cs": round(vol, 2), "invol_cs": round(invol, 2)}
+    if phases["pre"]:  # (sends whose receipt the loop thread read have no "r0": not counted)
+        result["phases_us"] = {k: round(statistics.median(v) * 1e6, 1) for k, v in phases.items()}
+        result["phases_of"] = len(phases["pre"])
     if profs:
         import pstats
 
@@ -119,13 +169,18 @@ def _worker(args: argparse.Namespace) -> None:
             result[f"{name}_top"] = [
                 f"{v[1] / n:.2f} {Path(k[0]).name}:{k[1]}:{k[2]}" for k, v in rows[:25]
             ]
+            by_own = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
+            result[f"{name}_own_us"] = [  # own time per send under cProfile (inflated, for ranking)
+                f"{v[2] / n * 1e6:.2f} {Path(k[0]).name}:{k[1]}:{k[2]}" for k, v in by_own[:25]
+            ]
     print(json.dumps(result))
 
 
 def _run(tree: Path, system: str, url: str, args: argparse.Namespace, profile: bool = False) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--system", system, "--url", url,
             "--topic", f"probe-sync-{uuid.uuid4().hex[:8]}", "--size", str(args.size),
-            "--messages", str(args.messages)] + (["--profile"] if profile else [])
+            "--messages", str(args.messages)] + (["--profile"] if profile else []) + (
+                ["--phases"] if args.phases else [])
     from bench.bench_clients import child_json
 
     return child_json(argv, tree, f"{tree} {system}")
@@ -140,6 +195,7 @@ def main() -> None:
     parser.add_argument("--base", type=Path, help="a checkout whose clients/ is the reference")
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout --profile runs")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="split clients/' sends at the socket calls")
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--messages", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)
@@ -166,18 +222,22 @@ def main() -> None:
                 tree, system = variants[name]
                 r = _run(tree, system, url, args)
                 runs[name].append(r)
-                print(f"{rep} {name:>8}: p50 {r['p50_us']:6.0f} µs  cpu {r['cpu_us_per_send']:6.1f} µs/send  "
-                      f"caller {r['caller']}  other {r['other']}", flush=True)
+                print(f"{rep} {name:>8}: p50 {r['p50_us']:6.0f} µs  p99 {r['p99_us']:6.0f}  mean {r['mean_us']:6.0f}  cpu {r['cpu_us_per_send']:6.1f} µs/send  "
+                      f"caller {r['caller']}  other {r['other']}"
+                      + (f"  phases {r['phases_us']} ({r['phases_of']} sends)" if "phases_us" in r else ""), flush=True)
     finally:
         proc.terminate()
         proc.wait(30)
         shutil.rmtree(root, ignore_errors=True)
     print(f"\nmedians of {args.repeats} ({args.size} B, {args.messages} sends; load {os.getloadavg()[0]:.2f})")
     for name, rs in runs.items():
-        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "cpu_us_per_send")}
+        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "p99_us", "mean_us", "cpu_us_per_send")}
         threads = {t: statistics.median(r[t]["cpu_us"] for r in rs) for t in ("caller", "other")}
-        print(f"{name:>8}: p50 {med['p50_us']:.0f} µs  cpu {med['cpu_us_per_send']:.1f} µs/send  "
-              f"caller {threads['caller']:.1f}  other {threads['other']:.1f} µs/send")
+        print(f"{name:>8}: p50 {med['p50_us']:.0f} µs  p99 {med['p99_us']:.0f}  mean {med['mean_us']:.0f}  cpu {med['cpu_us_per_send']:.1f} µs/send  "
+              f"caller {threads['caller']:.1f}  other {threads['other']:.1f} µs/send", end="")
+        if all("phases_us" in r for r in rs):
+            print("  phases", {k: statistics.median(r["phases_us"][k] for r in rs) for k in rs[0]["phases_us"]}, end="")
+        print()
 
 
 if __name__ == "__main__":
