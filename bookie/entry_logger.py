@@ -33,7 +33,7 @@ from crc32c import crc32c
 from bookie import entry_log_format as elf
 from bookie.entry_log_format import Location, LogHeader
 from bookie.errors import BookieIOError, FormatError
-from bookie.file_io import write_all_at
+from bookie.file_io import drop_cached, write_all_at
 from quire.buffer_pool import BufferPool
 
 LAST_ID_FILE = "lastId"
@@ -222,21 +222,9 @@ class EntryLogger:
         """fsync the current log (rotated logs were fsynced when they were finished)."""
         if self._dirty and self._fd >= 0:
             os.fdatasync(self._fd)
-            if self.cache_keep is not None:
-                self._drop_cached(self.cache_keep)
+            if self.cache_keep is not None:  # fsynced: what is cache_keep behind the end may go
+                self._dropped_to = drop_cached(self._fd, self._dropped_to, self._position - self.cache_keep)
         self._dirty = False
-
-    def _drop_cached(self, keep: int) -> None:
-        """Drop the fsynced pages more than ``keep`` bytes behind the end of the current log
-        (clean pages: dropping them loses nothing, a read of them goes to the disk)."""
-        drop_to = (self._position - keep) & ~0xFFF  # whole pages only
-        if drop_to <= self._dropped_to:
-            return
-        try:
-            os.posix_fadvise(self._fd, self._dropped_to, drop_to - self._dropped_to, os.POSIX_FADV_DONTNEED)
-        except OSError:  # only a hint: the flush itself succeeded
-            return
-        self._dropped_to = drop_to
 
     # --- reads (any thread) ----------------------------------------------------------------
 

@@ -71,3 +71,18 @@ def write_all_at_durable(fd: int, bufs: Sequence[bytes | bytearray | memoryview]
     written = write_all_at(fd, bufs, offset)
     os.fdatasync(fd)
     return written
+
+
+def drop_cached(fd: int, dropped_to: int, end: int, step: int = 1) -> int:
+    """Drop ``fd``'s pages from ``dropped_to`` up to ``end`` (rounded down to a page) from the
+    page cache once that is at least ``step`` bytes; returns the new ``dropped_to``. Only for
+    written-back (fsynced) pages: dropping them loses nothing, a later read goes to the disk.
+    A hint: if the kernel refuses it, nothing was dropped and the caller goes on."""
+    drop_to = end & ~0xFFF
+    if drop_to - dropped_to < max(step, 1):
+        return dropped_to
+    try:
+        os.posix_fadvise(fd, dropped_to, drop_to - dropped_to, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        return dropped_to
+    return drop_to

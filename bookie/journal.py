@@ -41,7 +41,7 @@ from quire import hop_trace
 from bookie import journal_format as jf
 from bookie.config import MB, BookieConfig
 from bookie.errors import BookieIOError, DiskFullError, JournalError, is_disk_full
-from bookie.file_io import write_all_at, write_all_at_durable
+from bookie.file_io import drop_cached, write_all_at, write_all_at_durable
 from bookie.log_mark import LogMark, fsync_dir
 from bookie.metrics import BookieMetrics
 from quire import input_batch
@@ -445,10 +445,7 @@ class Journal:
                 # position (a page still being filled is not dropped and read back), and here
                 # in steps of _CACHE_DROP_STEP: one fadvise per group cost a system call per
                 # unbatched add.
-                drop_to = f.position - _CACHE_DROP_LAG
-                if drop_to - f.dropped_to >= _CACHE_DROP_STEP:
-                    os.posix_fadvise(f.fd, f.dropped_to, drop_to - f.dropped_to, os.POSIX_FADV_DONTNEED)
-                    f.dropped_to = drop_to
+                f.dropped_to = drop_cached(f.fd, f.dropped_to, f.position - _CACHE_DROP_LAG, _CACHE_DROP_STEP)
         else:
             f.position += write_all_at(f.fd, bufs, f.position)
         mark = LogMark(f.file_id, f.position)

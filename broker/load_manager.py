@@ -81,6 +81,13 @@ def _holds(listed: str, ns: object, bundle: str) -> bool:
     return lo <= a and b <= hi
 
 
+def _redirect(report: dict[str, Any], **flag: bool) -> dict[str, Any]:
+    """Where a lookup goes next: the URLs of the broker that sent ``report``, and why
+    (``assigned``: it acquires the bundle; ``leader``: it places it)."""
+    return {"nativeUrl": report["pulsarServiceUrl"], "httpUrl": report["webServiceUrl"],
+            "httpUrlTls": report.get("webServiceUrlTls"), "disabled": False, **flag}
+
+
 def usage_percent(report: dict[str, Any]) -> float:
     """ThresholdShedder's broker usage: the highest resource percentage."""
     usages = [0.0]
@@ -397,14 +404,19 @@ class LoadManager:
         except NotFoundError:
             return out
         for name in names:
-            try:
-                raw, _ = await self.store.get(f"{BROKERS_PATH}/{name}")
-            except NotFoundError:
-                continue
-            data = values.unpack(raw) if raw else {}
-            if isinstance(data, dict) and data.get("pulsarServiceUrl"):
-                out[name] = data
+            report = await self._report_of(name)
+            if report is not None:
+                out[name] = report
         return out
+
+    async def _report_of(self, broker: str) -> dict[str, Any] | None:
+        """``broker``'s last report; None if it is not registered."""
+        try:
+            raw, _ = await self.store.get(f"{BROKERS_PATH}/{broker}")
+        except NotFoundError:
+            return None
+        data = values.unpack(raw) if raw else {}
+        return data if isinstance(data, dict) and data.get("pulsarServiceUrl") else None
 
     async def assign(self, ns: NamespaceName, bundle: str) -> dict[str, Any] | None:
         """The broker an unowned bundle goes to: None for this one, else its
@@ -413,17 +425,16 @@ class LoadManager:
         there, not authoritative, and the leader places the bundle)."""
         if not self.config.load_balancer_enabled:
             return None
-        reports = await self.reports()
         try:
             leader = await self._leader_id()
         except MetadataError:
             leader = None
-        r = reports.get(leader) if leader is not None and leader != self.service.broker_id else None
-        own = self.service.ownership
-        if r is not None and own is not None and await own.live(r["pulsarServiceUrl"]):
-            return {"nativeUrl": r["pulsarServiceUrl"], "httpUrl": r["webServiceUrl"],
-                    "httpUrlTls": r.get("webServiceUrlTls"), "disabled": False, "leader": True}
-        return self.place(ns, bundle, reports)
+        if leader is not None and leader != self.service.broker_id:
+            r = await self._report_of(leader)
+            own = self.service.ownership
+            if r is not None and own is not None and await own.live(r["pulsarServiceUrl"]):
+                return _redirect(r, leader=True)
+        return self.place(ns, bundle, await self.reports())
 
     def place(self, ns: NamespaceName, bundle: str, reports: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
         """The placement itself (``assign`` on the leader, or on any broker while the leader
@@ -446,10 +457,8 @@ class LoadManager:
         # being acquired: the same answer, or both lookups' acquisitions race
         if chosen == me:
             return None
-        r = reports[chosen]
         # "assigned": not an owner yet; the lookup sends the client there to acquire it
-        return {"nativeUrl": r["pulsarServiceUrl"], "httpUrl": r["webServiceUrl"], "httpUrlTls": r.get("webServiceUrlTls"),
-                "disabled": False, "assigned": True}
+        return _redirect(reports[chosen], assigned=True)
 
     def _least_loaded(self, ns: NamespaceName, bundle: str, reports: dict[str, dict[str, Any]], mine: set[str],
                       placed: dict[str, str]) -> str:

@@ -176,7 +176,8 @@ class OwnershipCache:
                     except (NotFoundError, BadVersionError):
                         pass
                     continue
-                if trio.current_time() < deadline and (data.get("disabled") or not await self._live(data)):
+                if trio.current_time() < deadline and (
+                        data.get("disabled") or not await self.live(str(data.get("nativeUrl") or ""))):
                     # Being unloaded, or its broker is dead: answer once the node is gone.
                     await self._wait_gone(path, deadline)
                     continue
@@ -196,9 +197,6 @@ class OwnershipCache:
                 return self._mine()
             except AlreadyExistsError:
                 continue
-
-    async def _live(self, data: dict[str, Any]) -> bool:
-        return await self.live(str(data.get("nativeUrl") or ""))
 
     async def live(self, url: str) -> bool:
         """Whether the broker at ``url`` (pulsar://) answers (a probe at most once a second)."""

@@ -170,6 +170,8 @@ async def test_a_broker_that_does_not_lead_sends_the_lookup_to_the_leader_while_
             raise AlreadyExistsError(path)
 
         async def get(self, path: str) -> tuple[bytes, None]:
+            if path == "/loadbalance/brokers/a":
+                return values.pack(a), None
             return values.pack({"brokerId": "a", "serviceUrl": "http://a:8080"}), None
 
     async def live(url: str) -> bool:
