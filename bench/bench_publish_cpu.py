@@ -15,6 +15,9 @@ server that answers the same clients' SENDs with the same system calls (wait rea
 one ``pwritev2(RWF_DSYNC)`` to a journal file in the same place, a 22-byte receipt) and no
 broker or bookie work. Its row is ``floor/<client>``; the JSON's ``floor_us_per_msg`` holds its
 median per client and every checkout's row its ``ours_over_floor`` (per round, then median).
+``--floor-read-first`` adds the floor of a server that reads again at once after each receipt
+and waits only when nothing is there (row ``floor_read_first/<client>``, JSON
+``floor_read_first_us_per_msg``).
 
     .venv/bin/python bench/bench_publish_cpu.py [--repo DIR ...] [--messages 20000] [--rounds 3] [--disk]
         [--paired 1000]  # all checkouts' standalones at once, blocks of 1000 sends alternating
@@ -64,18 +67,20 @@ def context_switches(pid: int) -> tuple[int, int]:
 
 FLOOR = "floor"  # the floor's name in the rows (bench/publish_floor.py)
 FLOOR_REPO = Path(FLOOR)  # its place in the list of checkouts (theirs are absolute paths)
+FLOOR_READ_FIRST = "floor_read_first"
+FLOOR_READ_FIRST_REPO = Path(FLOOR_READ_FIRST)
 
 
 def start_standalone(repo: Path, root: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
-    if repo == FLOOR_REPO:
-        return start_floor(root)
+    if repo in (FLOOR_REPO, FLOOR_READ_FIRST_REPO):
+        return start_floor(root, read_first=repo == FLOOR_READ_FIRST_REPO)
     return bench_e2e.start_standalone(root, repo, env or {})
 
 
-def start_floor(root: Path) -> tuple[subprocess.Popen, int]:
+def start_floor(root: Path, read_first: bool = False) -> tuple[subprocess.Popen, int]:
     """The floor server (bench/publish_floor.py) with its journal file under ``root``."""
-    proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "publish_floor.py"), str(root)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "publish_floor.py"), str(root)]
+                            + (["--read-first"] if read_first else []), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
@@ -90,7 +95,7 @@ def add_floor_ratios(rows: dict[str, list[dict]]) -> None:
     for key, rs in rows.items():
         name, kind = key.rsplit("/", 1)
         floor = rows.get(f"{FLOOR}/{kind}")
-        if name == FLOOR or floor is None:
+        if name in (FLOOR, FLOOR_READ_FIRST) or floor is None:
             continue
         for r, f in zip(rs, floor):
             if f["server_cpu_us_per_msg"] > 0:
@@ -205,6 +210,8 @@ def main() -> None:
     ap.add_argument("--disk", action="store_true", help="data dir on disk (default: tmpfs /dev/shm)")
     ap.add_argument("--no-floor", action="store_true",
                     help="without the floor server (bench/publish_floor.py) next to the standalones")
+    ap.add_argument("--floor-read-first", action="store_true",
+                    help="also the floor of a server that reads first (publish_floor.py --read-first)")
     ap.add_argument("--paired", type=int, metavar="BLOCK",
                     help="run every checkout's standalone at once, alternating blocks of BLOCK sends")
     ap.add_argument("--cprofile", help="write a cProfile (CPU clock) of each standalone's event loop to DIR/")
@@ -216,6 +223,8 @@ def main() -> None:
     repos = [Path(r).absolute() for r in (args.repo or [str(REPO)])]  # (a link keeps its own name)
     if not args.no_floor:
         repos.append(FLOOR_REPO)  # (start_standalone starts the floor for it)
+    if args.floor_read_first:
+        repos.append(FLOOR_READ_FIRST_REPO)
     kinds = args.clients.split(",")
     base = None if args.disk else "/dev/shm"
     rows: dict[str, list[dict]] = {}
@@ -258,13 +267,15 @@ def main() -> None:
                 shutil.rmtree(root, ignore_errors=True)
     add_floor_ratios(rows)
     summary = {key: {f: statistics.median(r[f] for r in rs if f in r) for f in rs[0]} for key, rs in rows.items()}
-    floor = {key.rsplit("/", 1)[1]: s["server_cpu_us_per_msg"] for key, s in summary.items()
-             if key.startswith(FLOOR + "/")}
+    floor, floor_read_first = ({key.rsplit("/", 1)[1]: s["server_cpu_us_per_msg"] for key, s in summary.items()
+                                if key.startswith(name + "/")} for name in (FLOOR, FLOOR_READ_FIRST))
     for key, s in summary.items():
         ratio = f", ours/floor {s['ours_over_floor']:.2f}" if "ours_over_floor" in s else ""
         print(f"median {key}: {describe(s)}{ratio}")
     Path(args.out).write_text(json.dumps({"messages": args.messages, "size": args.size, "disk": args.disk,
-                                          "load": os.getloadavg(), "floor_us_per_msg": floor, "rounds": rows,
+                                          "load": os.getloadavg(), "floor_us_per_msg": floor,
+                                          **({"floor_read_first_us_per_msg": floor_read_first} if floor_read_first else {}),
+                                          "rounds": rows,
                                           "median": summary}, indent=1))
 
 

@@ -7,9 +7,11 @@ reader), one ``read``, the entry appended to a journal file with one ``pwritev2(
 ``write`` of the 22-byte SEND_RECEIPT. No dedup, no ledger, no index, no checks: what is left
 is the kernel's and trio's share of a message (a wake-up, epoll, the three I/O calls) plus a
 few lines of Python. ``bench/bench_publish_cpu.py`` runs it next to the standalones, with the
-same clients, and reports ours / floor.
+same clients, and reports ours / floor. With ``--read-first`` it reads again at once after each
+receipt and waits only when nothing is there (the broker reader's ``read_now``, ungated): the
+floor of a server that reads first.
 
-    python bench/publish_floor.py DATA_DIR     # prints its port, serves until killed
+    python bench/publish_floor.py DATA_DIR [--read-first]    # prints its port, serves until killed
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def lone_send_ids(data: bytes) -> tuple[int, int, int] | None:
 
 
 class Floor:
-    def __init__(self, journal_path: Path, port: int) -> None:
+    def __init__(self, journal_path: Path, port: int, read_first: bool = False) -> None:
+        self.read_first = read_first
         self.fd = os.open(journal_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.offset = 0
         self.entry_id = 0
@@ -99,10 +102,13 @@ class Floor:
         fd = stream.socket.fileno()
         decoder = frames.FrameDecoder()
         while True:
-            await trio.lowlevel.wait_readable(fd)
+            if not self.read_first:
+                await trio.lowlevel.wait_readable(fd)
             try:
                 data = os.read(fd, 256 * 1024)
-            except BlockingIOError:
+            except BlockingIOError:  # (read first: nothing there yet, so wait)
+                if self.read_first:
+                    await trio.lowlevel.wait_readable(fd)
                 continue
             except OSError:
                 return
@@ -127,13 +133,13 @@ class Floor:
                     await stream.send_all(frames.encode_command(reply))
 
 
-async def main(data_dir: Path) -> None:
+async def main(data_dir: Path, read_first: bool) -> None:
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
-    floor = Floor(data_dir / "floor-journal", port)
+    floor = Floor(data_dir / "floor-journal", port, read_first)
     print(port, flush=True)
     await trio.serve_listeners(floor.serve, listeners)
 
 
 if __name__ == "__main__":
-    trio.run(main, Path(sys.argv[1]))
+    trio.run(main, Path(sys.argv[1]), "--read-first" in sys.argv[2:])
