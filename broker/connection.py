@@ -77,9 +77,9 @@ _SEND = pb.BaseCommand.SEND
 # other tasks and connections run and a cancellation reach it.
 _READ_NOW_MAX = 16
 # A producer whose next SEND is seldom there at once (the official client's turn-around is
-# slower than ours) would pay a failed read per message: the reader reads at once while at
-# least half of its last tries found the SEND (a score 0-3, up on a hit, down on a miss) and
-# otherwise tries only every _READ_NOW_PROBE-th SEND, to see whether that changed.
+# slower than ours) would pay a failed read per message: the reader reads at once while its
+# tries keep finding the SEND (a score 0-3, +1 on a hit, -1 on a miss; it tries at 2 or more)
+# and otherwise only every _READ_NOW_PROBE-th read, to see whether that changed.
 _READ_NOW_PROBE = 8
 
 
@@ -242,7 +242,11 @@ class ServerConnection:
             data: bytes | bytearray | None = None
             if unwaited and (score >= 2 or self._reads % _READ_NOW_PROBE == 0):
                 data = socket_io.read_now(stream, fd, 256 * 1024)  # type: ignore[arg-type]
-                score = (score - 1 if score else 0) if data is None else (score + 1 if score < 3 else 3)
+                if data is None:
+                    if score:
+                        score -= 1
+                elif score < 3:
+                    score += 1
             if data is None:
                 unwaited = 0
                 if fd is None:
