@@ -78,9 +78,10 @@ _SEND = pb.BaseCommand.SEND
 _READ_NOW_MAX = 16
 # A producer whose next SEND is seldom there at once (the official client's turn-around is
 # slower than ours) would pay a failed read per message: the reader reads at once while its
-# tries keep finding the SEND (a score 0-3, +1 on a hit, -1 on a miss; it tries at 2 or more)
-# and otherwise only every _READ_NOW_PROBE-th read, to see whether that changed.
-_READ_NOW_PROBE = 8
+# tries keep finding the SEND (a score 0-3, +1 on a hit, -1 on a miss; it tries while the score
+# is above 0: a fast producer's odd miss does not stop it, a slow producer's run of misses
+# does) and otherwise only every _READ_NOW_PROBE-th read, to see whether that changed.
+_READ_NOW_PROBE = 16
 
 
 def server_error_code(exc: BaseException) -> int:
@@ -240,7 +241,7 @@ class ServerConnection:
         unwaited, score = 0, 2  # (trusting at first: a slow producer's misses bring it down)
         while True:
             data: bytes | bytearray | None = None
-            if unwaited and (score >= 2 or self._reads % _READ_NOW_PROBE == 0):
+            if unwaited and (score or self._reads % _READ_NOW_PROBE == 0):
                 data = socket_io.read_now(stream, fd, 256 * 1024)  # type: ignore[arg-type]
                 if data is None:
                     if score:

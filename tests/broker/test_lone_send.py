@@ -232,7 +232,7 @@ async def test_a_producer_whose_sends_are_never_there_at_once_is_seldom_read_bef
         nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
     """A producer that sends after its receipt (a slow client turn-around): the reader's tries
     miss, so after the first misses it waits at once and tries only every _READ_NOW_PROBE-th
-    SEND (no failed read per message)."""
+    read (no failed read per message)."""
     broker = await start_broker(nursery)
     conn = await TrioRawConnection.open(broker.port)
     await conn.send(C.producer("persistent://public/default/read-later", 1, 1))
