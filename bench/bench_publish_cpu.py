@@ -10,6 +10,15 @@ medians are printed and written as JSON. Latency p50/p99 of the same sends are r
 (wall time: only comparable within a round), and the standalone's context switches per
 message: sleeps (voluntary: epoll_wait, a durable write's I/O waits) and preemptions.
 
+Next to them (unless ``--no-floor``) runs the floor (``bench/publish_floor.py``): a bare trio
+server that answers the same clients' SENDs with the same system calls (wait readable, read,
+one ``pwritev2(RWF_DSYNC)`` to a journal file in the same place, a 22-byte receipt) and no
+broker or bookie work. Its row is ``floor/<client>``; the JSON's ``floor_us_per_msg`` holds its
+median per client and every checkout's row its ``ours_over_floor`` (per round, then median).
+``--floor-read-first`` adds the floor of a server that reads again at once after each receipt
+and waits only when nothing is there (row ``floor_read_first/<client>``, JSON
+``floor_read_first_us_per_msg``).
+
     .venv/bin/python bench/bench_publish_cpu.py [--repo DIR ...] [--messages 20000] [--rounds 3] [--disk]
         [--paired 1000]  # all checkouts' standalones at once, blocks of 1000 sends alternating
 """
@@ -56,8 +65,41 @@ def context_switches(pid: int) -> tuple[int, int]:
     return vol, invol
 
 
+FLOOR = "floor"  # the floor's name in the rows (bench/publish_floor.py)
+FLOOR_REPO = Path(FLOOR)  # its place in the list of checkouts (theirs are absolute paths)
+FLOOR_READ_FIRST = "floor_read_first"
+FLOOR_READ_FIRST_REPO = Path(FLOOR_READ_FIRST)
+
+
 def start_standalone(repo: Path, root: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+    if repo in (FLOOR_REPO, FLOOR_READ_FIRST_REPO):
+        return start_floor(root, read_first=repo == FLOOR_READ_FIRST_REPO)
     return bench_e2e.start_standalone(root, repo, env or {})
+
+
+def start_floor(root: Path, read_first: bool = False) -> tuple[subprocess.Popen, int]:
+    """The floor server (bench/publish_floor.py) with its journal file under ``root``."""
+    proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "publish_floor.py"), str(root)]
+                            + (["--read-first"] if read_first else []), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(10)
+        raise RuntimeError(f"the floor server did not start (exit {proc.returncode})")
+    return proc, int(line)
+
+
+def add_floor_ratios(rows: dict[str, list[dict]]) -> None:
+    """Each checkout's row of a round gets ``ours_over_floor``: its CPU per message over the
+    floor's with the same client in the same round."""
+    for key, rs in rows.items():
+        name, kind = key.rsplit("/", 1)
+        floor = rows.get(f"{FLOOR}/{kind}")
+        if name in (FLOOR, FLOOR_READ_FIRST) or floor is None:
+            continue
+        for r, f in zip(rs, floor):
+            if f["server_cpu_us_per_msg"] > 0:
+                r["ours_over_floor"] = r["server_cpu_us_per_msg"] / f["server_cpu_us_per_msg"]
 
 
 def one_at_a_time(send: Callable[[bytes], Any], payload: bytes, n: int, pid: int,
@@ -166,6 +208,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", default="official,quire")
     ap.add_argument("--disk", action="store_true", help="data dir on disk (default: tmpfs /dev/shm)")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="without the floor server (bench/publish_floor.py) next to the standalones")
+    ap.add_argument("--floor-read-first", action="store_true",
+                    help="also the floor of a server that reads first (publish_floor.py --read-first)")
     ap.add_argument("--paired", type=int, metavar="BLOCK",
                     help="run every checkout's standalone at once, alternating blocks of BLOCK sends")
     ap.add_argument("--cprofile", help="write a cProfile (CPU clock) of each standalone's event loop to DIR/")
@@ -175,6 +221,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "bench_publish_cpu.json"))
     args = ap.parse_args()
     repos = [Path(r).absolute() for r in (args.repo or [str(REPO)])]  # (a link keeps its own name)
+    if not args.no_floor:
+        repos.append(FLOOR_REPO)  # (start_standalone starts the floor for it)
+    if args.floor_read_first:
+        repos.append(FLOOR_READ_FIRST_REPO)
     kinds = args.clients.split(",")
     base = None if args.disk else "/dev/shm"
     rows: dict[str, list[dict]] = {}
@@ -215,11 +265,18 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(30)
                 shutil.rmtree(root, ignore_errors=True)
-    summary = {key: {f: statistics.median(r[f] for r in rs) for f in rs[0]} for key, rs in rows.items()}
+    add_floor_ratios(rows)
+    summary = {key: {f: statistics.median(r[f] for r in rs if f in r) for f in rs[0]} for key, rs in rows.items()}
+    floor, floor_read_first = ({key.rsplit("/", 1)[1]: s["server_cpu_us_per_msg"] for key, s in summary.items()
+                                if key.startswith(name + "/")} for name in (FLOOR, FLOOR_READ_FIRST))
     for key, s in summary.items():
-        print(f"median {key}: {describe(s)}")
+        ratio = f", ours/floor {s['ours_over_floor']:.2f}" if "ours_over_floor" in s else ""
+        print(f"median {key}: {describe(s)}{ratio}")
     Path(args.out).write_text(json.dumps({"messages": args.messages, "size": args.size, "disk": args.disk,
-                                          "load": os.getloadavg(), "rounds": rows, "median": summary}, indent=1))
+                                          "load": os.getloadavg(), "floor_us_per_msg": floor,
+                                          **({"floor_read_first_us_per_msg": floor_read_first} if floor_read_first else {}),
+                                          "rounds": rows,
+                                          "median": summary}, indent=1))
 
 
 if __name__ == "__main__":

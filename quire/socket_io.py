@@ -6,7 +6,8 @@ path that machinery cost more CPU than the system calls themselves.
 :func:`stream_fd` gives the fd of a plain socket stream (None for TLS or any other stream:
 those keep the stream's own methods). :func:`receive_some` reads like ``receive_some`` of the
 stream and raises the same trio exceptions (BrokenResourceError for a socket error,
-ClosedResourceError once the stream is closed).
+ClosedResourceError once the stream is closed); :func:`read_now` reads only what is there
+already, without waiting or yielding.
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ async def receive_some(stream: trio.SocketStream, fd: int, max_bytes: int) -> by
             continue
         except OSError as exc:
             raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
+
+
+def read_now(stream: trio.SocketStream, fd: int, max_bytes: int) -> bytes | None:
+    """What :func:`receive_some` would return if the peer's bytes are there already (b"" at
+    its end), else None, without waiting and without a scheduler round: for a reader that has
+    just answered its peer and expects the next request at once (one failed ``read`` when it is
+    not there). Raises as :func:`receive_some` does."""
+    if stream.socket.fileno() != fd:
+        raise trio.ClosedResourceError("this stream was closed")
+    try:
+        return os.read(fd, max_bytes)
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
 
 
 async def receive_into(stream: trio.SocketStream, fd: int, buffer: memoryview) -> int:

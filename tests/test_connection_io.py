@@ -96,6 +96,26 @@ async def test_a_closed_outbox_writes_nothing_at_block_end() -> None:
         assert _drain(peer) == b""
 
 
+@contextlib.asynccontextmanager
+async def _reset_connection() -> AsyncIterator[tuple[trio.SocketStream, int]]:
+    """The server end of a loopback TCP connection whose client reset it (RST), and its fd."""
+    with trio.socket.socket() as listener:
+        await listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = trio.socket.socket()
+        await client.connect(listener.getsockname())
+        server_sock, _ = await listener.accept()
+        server = trio.SocketStream(server_sock)
+        sfd = socket_io.stream_fd(server)
+        assert sfd is not None
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # RST
+        try:
+            yield server, sfd
+        finally:
+            await server.aclose()
+
+
 async def test_receive_some_reads_waits_and_sees_eof() -> None:
     stream, peer = _stream_pair()
     fd = socket_io.stream_fd(stream)
@@ -123,21 +143,10 @@ async def test_receive_some_raises_trios_errors() -> None:
     fd = socket_io.stream_fd(stream)
     assert fd is not None
     # A reset connection: trio's BrokenResourceError, as from stream.receive_some.
-    with trio.socket.socket() as listener:
-        await listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        client = trio.socket.socket()
-        await client.connect(listener.getsockname())
-        server_sock, _ = await listener.accept()
-        server = trio.SocketStream(server_sock)
-        sfd = socket_io.stream_fd(server)
-        assert sfd is not None
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        client.close()  # RST
+    async with _reset_connection() as (server, sfd):
         with pytest.raises(trio.BrokenResourceError):
             while await socket_io.receive_some(server, sfd, 100):
                 pass
-        await server.aclose()
     # Closed by another task while a reader waits: ClosedResourceError.
     async with trio.open_nursery() as nursery:
         errors: list[BaseException] = []
@@ -155,6 +164,26 @@ async def test_receive_some_raises_trios_errors() -> None:
     with pytest.raises(trio.ClosedResourceError):  # and any read after the close
         await socket_io.receive_some(stream, fd, 100)
     peer.close()
+
+
+async def test_read_now_takes_what_is_there_without_waiting() -> None:
+    stream, peer = _stream_pair()
+    fd = socket_io.stream_fd(stream)
+    assert fd is not None
+    assert socket_io.read_now(stream, fd, 100) is None  # nothing there: no wait, no error
+    peer.send(b"there")
+    assert socket_io.read_now(stream, fd, 100) == b"there"
+    peer.close()
+    assert socket_io.read_now(stream, fd, 100) == b""  # the peer's end
+    await stream.aclose()
+    with pytest.raises(trio.ClosedResourceError):
+        socket_io.read_now(stream, fd, 100)
+    # A reset connection: BrokenResourceError, as from receive_some.
+    async with _reset_connection() as (server, sfd):
+        with pytest.raises(trio.BrokenResourceError):
+            with trio.fail_after(5):
+                while socket_io.read_now(server, sfd, 100) is None:
+                    await trio.sleep(0.001)
 
 
 def test_stream_fd_only_for_plain_socket_streams() -> None:

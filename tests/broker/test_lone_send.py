@@ -1,12 +1,17 @@
 """broker/lone_send.py: a read holding one plain SEND frame with a checked entry decodes by hand
 to exactly what the general decoder gives (fields, and the entry the broker stores), every other
 shape and every entry the broker would refuse is left to the general decoder (None), and through
-a broker connection such SENDs are stored and answered as before."""
+a broker connection such SENDs are stored and answered as before; a SEND already there after a
+receipt is read without a wait (bounded), and only while such reads find one."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
+import socket
+from typing import Any
 
 import pytest
 import trio
@@ -17,6 +22,7 @@ from broker.producer import check_message
 from clients.protocol import commands as C
 from clients.protocol import frames
 from clients.protocol import pulsar_api_pb2 as pb
+from quire import socket_io
 from tests.broker.conftest import start_broker
 from tests.broker.test_error_boundary import TrioRawConnection
 
@@ -147,3 +153,94 @@ async def test_sends_one_per_read_are_stored_and_answered_in_order(
                 pass  # closed by the broker
     bugs = [r for r in caplog.records if r.exc_info and r.exc_info[0] is ZeroDivisionError]
     assert len(bugs) == 1 and bugs[0].getMessage().startswith("SEND (request None)")
+
+
+def _receipts(data: bytes) -> list[int]:
+    return [f.command.send_receipt.sequence_id for f in frames.FrameDecoder().feed(data)
+            if f.command.type == T.SEND_RECEIPT]
+
+
+async def _connected_producer(port: int) -> socket.socket:
+    """A plain non-blocking client socket with producer 1 on it (set up over trio)."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    conn = TrioRawConnection(stream)
+    await conn.send(C.connect("read-now-test"))
+    await conn.wait_for(T.CONNECTED)
+    await conn.send(C.producer("persistent://public/default/read-now", 1, 1))
+    await conn.wait_for(T.PRODUCER_SUCCESS)
+    plain = socket.socket(fileno=os.dup(stream.socket.fileno()))  # (the same connection)
+    plain.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    plain.setblocking(False)
+    return plain
+
+
+def _recording_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The reader's reads in order: "now" (read_now found bytes), "miss" (it found none),
+    "wait" (receive_some: a wait and a scheduler round)."""
+    reads: list[str] = []
+    read_now, receive_some = socket_io.read_now, socket_io.receive_some
+
+    def now(*args: Any) -> bytes | None:
+        data = read_now(*args)
+        reads.append("miss" if data is None else "now")
+        return data
+
+    async def wait(*args: Any) -> bytes:
+        reads.append("wait")
+        return await receive_some(*args)
+
+    monkeypatch.setattr(socket_io, "read_now", now)
+    monkeypatch.setattr(socket_io, "receive_some", wait)
+    return reads
+
+
+async def test_a_send_there_after_a_receipt_is_read_at_once_and_the_reader_still_waits_now_and_then(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer whose next SEND is in the socket when its receipt leaves (a fast client on
+    the other core): the reader takes it with read_now, without a wait, but waits (a scheduler
+    round for the process's other tasks) after at most _READ_NOW_MAX such reads in a row; every
+    SEND is answered, in order."""
+    broker = await start_broker(nursery)
+    sock = await _connected_producer(broker.port)
+    n = 60
+    sends = [_send_frame(pb.CommandSend(producer_id=1, sequence_id=seq)) for seq in range(n)]
+    decode = decode_lone_send
+
+    def next_send_with_this_one(data: bytes, limit: int) -> object:
+        lone = decode(data, limit)
+        if lone is not None and lone.sequence_id + 1 < n:
+            sock.send(sends[lone.sequence_id + 1])  # there before this one's receipt leaves
+        return lone
+
+    monkeypatch.setattr(connection_module, "decode_lone_send", next_send_with_this_one)
+    reads = _recording_reads(monkeypatch)
+    sock.send(sends[0])
+    got = b""
+    with trio.fail_after(10):
+        while len(_receipts(got)) < n:
+            await trio.sleep(0.005)
+            with contextlib.suppress(BlockingIOError):
+                got += sock.recv(1 << 20)
+    assert _receipts(got) == list(range(n))
+    assert reads.count("now") >= n // 2
+    runs = "".join("n" if r == "now" else "w" for r in reads).split("w")
+    assert max(map(len, runs)) <= connection_module._READ_NOW_MAX
+    sock.close()
+
+
+async def test_a_producer_whose_sends_are_never_there_at_once_is_seldom_read_before_a_wait(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer that sends after its receipt (a slow client turn-around): the reader's tries
+    miss, so after the first misses it waits at once and tries only every _READ_NOW_PROBE-th
+    read (no failed read per message)."""
+    broker = await start_broker(nursery)
+    conn = await TrioRawConnection.open(broker.port)
+    await conn.send(C.producer("persistent://public/default/read-later", 1, 1))
+    await conn.wait_for(T.PRODUCER_SUCCESS)
+    reads = _recording_reads(monkeypatch)
+    n = 80
+    for seq in range(n):
+        await conn.stream.send_all(_send_frame(pb.CommandSend(producer_id=1, sequence_id=seq)))
+        assert (await conn.wait_for(T.SEND_RECEIPT)).command.send_receipt.sequence_id == seq
+    assert reads.count("now") == 0
+    assert reads.count("miss") <= 2 + n // connection_module._READ_NOW_PROBE
