@@ -9,6 +9,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .options import PulsarOptions
 from .positions import Pos
+from .pump import FetchChain
 from .task_trace import trace_planning, traced
 
 
@@ -53,17 +54,18 @@ def plan_batch(opts: PulsarOptions) -> list[RangePartition | PackedPartition]:
 
 
 def read_partition(opts: PulsarOptions, part: RangePartition, *, starting_time: int | None = None,
-                   ending_time: int | None = None) -> Iterator[pa.RecordBatch]:
+                   ending_time: int | None = None, chain: FetchChain | None = None) -> Iterator[pa.RecordBatch]:
     start, end = Pos.parse(part.start), Pos.parse(part.end)
     if opts.read_mode == "direct":
         from .direct_read import read_range_direct
         return read_range_direct(opts.metadata_url or "", part.topic, start, end, part.ledgers,
                                  batch_rows=opts.record_batch_size, starting_time=starting_time,
-                                 ending_time=ending_time, value_schema=opts.value_schema)
+                                 ending_time=ending_time, value_schema=opts.value_schema, chain=chain)
     from .broker_read import read_range
     return read_range(opts.service_url or "", part.topic, start, end, poll_timeout_ms=opts.poll_timeout_ms,
                       batch_rows=opts.record_batch_size, starting_time=starting_time, ending_time=ending_time,
-                      client_conf=opts.client_conf, reader_conf=opts.reader_conf, value_schema=opts.value_schema)
+                      client_conf=opts.client_conf, reader_conf=opts.reader_conf, value_schema=opts.value_schema,
+                      chain=chain)
 
 
 class PulsarBatchReader(DataSourceReader):
@@ -83,6 +85,17 @@ class PulsarBatchReader(DataSourceReader):
         yield from traced(self._read_parts(parts), parts[0].topic)
 
     def _read_parts(self, parts: tuple[RangePartition, ...]) -> Iterator[pa.RecordBatch]:
-        for part in parts:
-            yield from read_partition(self.opts, part, starting_time=self.opts.starting_time,
+        if len(parts) == 1:
+            yield from read_partition(self.opts, parts[0], starting_time=self.opts.starting_time,
                                       ending_time=self.opts.ending_time)
+            return
+        # the ranges' fetchers chained: each range's connect and first reads overlap the
+        # decoding of the one before (measured 10-30 ms per range of the bench's task otherwise)
+        chain = FetchChain()
+        try:
+            reads = [read_partition(self.opts, part, starting_time=self.opts.starting_time,
+                                    ending_time=self.opts.ending_time, chain=chain) for part in parts]
+            for batches in reads:
+                yield from batches
+        finally:
+            chain.close()
