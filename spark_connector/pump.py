@@ -5,9 +5,8 @@ batches from a plain generator: the fetcher ``put``s lists of entries into a bou
 (read-ahead of ``depth`` chunks while the task decodes) and stops when ``stop`` is set.
 
 A task that reads several ranges one after another chains their fetchers (``FetchChain``): the
-next range's fetcher starts once the one before has handed over its first chunk (or ended), so
-its connect, lookup and first reads, bounded by its own queue's depth, happen while this range
-is still read instead of after it.
+next range's fetcher starts as soon as the one before has fetched everything, so its connect,
+lookup and first reads overlap the decoding of this range's last chunks instead of following it.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ class Pump:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._lock = threading.Lock()
         self._started = self._closed = False
-        # called once on the fetcher's thread, at its first chunk or its end (the next range's start)
-        self.then: Callable[[], None] | None = None
+        self.then: Callable[[], None] | None = None  # called on the fetcher's thread once it fetched all
 
     def start(self) -> None:
         with self._lock:
@@ -47,7 +45,6 @@ class Pump:
         import trio
 
         async def put(chunk: list[Any]) -> None:
-            self._started_next()
             try:
                 self._chunks.put_nowait(chunk)
             except queue.Full:
@@ -59,13 +56,9 @@ class Pump:
         except BaseException as exc:  # handed to the reading thread
             self._chunks.put(exc)
             return
-        self._started_next()
+        if self.then is not None and not self._stop.is_set():
+            self.then()
         self._chunks.put(None)
-
-    def _started_next(self) -> None:
-        then, self.then = self.then, None
-        if then is not None and not self._stop.is_set():
-            then()
 
     def items(self) -> Iterator[Any]:
         """The items of every chunk the fetcher puts, in order; its exception is raised here."""

@@ -283,10 +283,10 @@ def test_a_chained_range_is_fetched_while_the_one_before_is_still_read() -> None
     first = pumped(_fetcher([[1, 2], [3]], s1), "t1", chain=chain)
     second = pumped(_fetcher([[4], [5, 6]], s2), "t2", chain=chain)
     third = pumped(_fetcher([[7]], s3), "t3", chain=chain)
-    # the first range's fetcher starts when it is added, each next one at the first chunk of the
-    # one before: all three fetch before anyone reads past the first item
-    assert s1.wait(10)
+    assert s1.wait(10)  # the first range's fetcher starts when it is added
     assert next(first) == 1
+    # the first fetcher put everything: the second starts before anyone reads it, the third
+    # once the second has fetched all (within its read-ahead depth)
     assert s2.wait(10) and s3.wait(10)
     assert list(first) == [2, 3] and list(second) == [4, 5, 6] and list(third) == [7]
     chain.close()
@@ -297,16 +297,16 @@ def test_a_chain_closed_early_stops_its_fetchers_and_an_error_starts_no_next() -
 
     chain = FetchChain()
     s1, s2 = threading.Event(), threading.Event()
-    endless = [[i] for i in range(1000)]  # more than a queue holds: each fetcher blocks on put
+    endless = [[i] for i in range(1000)]  # more than the queue holds: its fetcher blocks on put
     first = pumped(_fetcher(endless, s1), "t1", chain=chain)
-    pumped(_fetcher(endless, s2), "t2", chain=chain)
-    assert next(first) == 0 and s2.wait(10)
-    chain.close()  # a task abandoned mid-range: both fetchers unblock and end
-    assert not [t for t in threading.enumerate() if t.name in ("t1", "t2")]
+    pumped(_fetcher([[9]], s2), "t2", chain=chain)
+    assert next(first) == 0
+    chain.close()  # a task abandoned mid-range: its fetcher unblocks and ends, the next never runs
+    assert not s2.is_set() and not [t for t in threading.enumerate() if t.name in ("t1", "t2")]
 
     chain = FetchChain()
     s1, s2 = threading.Event(), threading.Event()
-    failing = pumped(_fetcher([], s1, fail=RuntimeError("bookie gone")), "t1", chain=chain)
+    failing = pumped(_fetcher([[1]], s1, fail=RuntimeError("bookie gone")), "t1", chain=chain)
     pumped(_fetcher([[2]], s2), "t2", chain=chain)
     with pytest.raises(RuntimeError, match="bookie gone"):
         list(failing)
