@@ -74,6 +74,8 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--modes", default="floor,direct,broker")
+    ap.add_argument("--broker-queue", type=int, default=0,
+                    help="also mode broker_q: broker mode with this pulsar.reader.receiverQueueSize")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
 
@@ -101,6 +103,10 @@ def main() -> None:
         frames = {"broker": base.load(),
                   "direct": base.option("readMode", "direct")
                   .option("metadata.url", f"rocksdb://{root / 'data' / 'metadata'}").load()}
+        if args.broker_queue:
+            frames["broker_q"] = (spark.read.format("pulsar").option("service.url", url)  # a reader's options stick
+                                  .option("admin.url", admin_url).option("topic", "bench-spark")
+                                  .option("pulsar.reader.receiverQueueSize", str(args.broker_queue)).load())
         tasks = frames["broker"].rdd.getNumPartitions()
         frames["floor"] = spark.read.format("spark_floor").option("rows", str(args.messages)) \
             .option("tasks", str(tasks)).load()
