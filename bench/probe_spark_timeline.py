@@ -7,9 +7,10 @@ planning line and task lines (absolute times from inside the Python workers, see
 ``spark_connector.task_trace``) are laid out relative to the driver's ``count()`` call:
 planning start/end, each task's start, first batch, last batch and end (with its read's marks),
 and when ``count()`` returned. Prints one table per mode (medians over rounds) and writes the
-raw lines as JSON.
+raw lines as JSON; ``--table FILE...`` prints the phase medians of earlier runs.
 
     .venv/bin/python bench/probe_spark_timeline.py [--messages 1000000] [--rounds 5] [--out FILE]
+    .venv/bin/python bench/probe_spark_timeline.py --table bench/results/spark13h_timeline_final_*.json
 """
 
 from __future__ import annotations
@@ -69,8 +70,45 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, float | None]:
     return {k: med(v) for k, v in keys.items()}
 
 
+def phases(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Medians over counts of the phases in ``bench/results/spark13h.md``'s table (ms)."""
+    keys: dict[str, list[float]] = {}
+    for r in runs:
+        ts = r["tasks"]
+        ends = sorted(t["end"] for t in ts)
+        last = next(t for t in ts if t["end"] == ends[-1])
+        row = {"count -> first task start": min(t["start"] for t in ts),
+               "first batch after its task start": statistics.median(t["first"] - t["start"] for t in ts),
+               "task start -> end": statistics.median(t["end"] - t["start"] for t in ts),
+               "first task end": ends[0], "last task end": ends[-1], "end spread": ends[-1] - ends[0],
+               "last batch -> its task end": last["end"] - last["last"],
+               "last task end -> count returns": r["returned"] - ends[-1], "count returns": r["returned"],
+               "rows per task max / min": max(t["rows"] for t in ts) / min(t["rows"] for t in ts)}
+        for k, v in row.items():
+            keys.setdefault(k, []).append(v)
+    return {k: round(statistics.median(v), 3) for k, v in keys.items()}
+
+
+def table(files: list[str]) -> None:
+    """Print the phase medians of the counts in ``files`` (this probe's --out), per mode."""
+    runs: dict[str, list[dict[str, Any]]] = {}
+    loads: list[float] = []
+    for f in files:
+        got = json.loads(Path(f).read_text())
+        loads += got["load_1m"]
+        for mode, rs in got["runs"].items():
+            runs.setdefault(mode, []).extend(rs)
+    print(f"{len(files)} runs, load {min(loads)}-{max(loads)}, counts per mode",
+          {m: len(rs) for m, rs in runs.items()})
+    cols = {m: phases(rs) for m, rs in runs.items()}
+    print("| ms (median) | " + " | ".join(cols) + " |")
+    for k in next(iter(cols.values())):
+        print(f"| {k} | " + " | ".join(f"{c[k]:g}" for c in cols.values()) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", nargs="+", metavar="FILE", help="only print the phase table of earlier --out files")
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--modes", default="floor,direct,broker")
@@ -78,6 +116,9 @@ def main() -> None:
                     help="also mode broker_q: broker mode with this pulsar.reader.receiverQueueSize")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    if args.table:
+        table(args.table)
+        return
 
     from bench.bench_spark_ab import filled_standalone
 
@@ -133,7 +174,7 @@ def main() -> None:
         print(m, json.dumps(result["summary_ms"][m]))
     print("load", loads)
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        Path(args.out).write_text(json.dumps(result, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":
