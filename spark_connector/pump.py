@@ -5,8 +5,10 @@ batches from a plain generator: the fetcher ``put``s lists of entries into a bou
 (read-ahead of ``depth`` chunks while the task decodes) and stops when ``stop`` is set.
 
 A task that reads several ranges one after another chains their fetchers (``FetchChain``): the
-next range's fetcher starts as soon as the one before has fetched everything, so its connect,
-lookup and first reads overlap the decoding of this range's last chunks instead of following it.
+next range's fetcher starts as soon as the one before has fetched everything and is being read,
+so its connect, lookup and first reads overlap the decoding of this range's last chunks instead
+of following it, while at most two ranges hold fetched chunks (``depth`` each at most, unless
+the first is being drained).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ class Pump:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._lock = threading.Lock()
-        self._started = self._closed = False
-        self.then: Callable[[], None] | None = None  # called on the fetcher's thread once it fetched all
+        self._started = self._closed = self._fetched = self._reading = False
+        # called once the fetcher has fetched all and the reader has begun reading (the next range's start)
+        self.then: Callable[[], None] | None = None
 
     def start(self) -> None:
         with self._lock:
@@ -56,13 +59,25 @@ class Pump:
         except BaseException as exc:  # handed to the reading thread
             self._chunks.put(exc)
             return
-        if self.then is not None and not self._stop.is_set():
-            self.then()
+        self._step(fetched=True)
         self._chunks.put(None)
+
+    def _step(self, *, fetched: bool = False, reading: bool = False) -> None:
+        """Start the next range once this one is both fetched and being read (whichever is last):
+        a range fetched but not yet read does not pull the one after it in."""
+        with self._lock:
+            self._fetched = self._fetched or fetched
+            self._reading = self._reading or reading
+            then = self.then if self._fetched and self._reading and not self._stop.is_set() else None
+            if then is not None:
+                self.then = None
+        if then is not None:
+            then()
 
     def items(self) -> Iterator[Any]:
         """The items of every chunk the fetcher puts, in order; its exception is raised here."""
         self.start()
+        self._step(reading=True)
         first = True
         try:
             while True:
@@ -96,14 +111,18 @@ class Pump:
 
 class FetchChain:
     """The fetchers of one task's ranges, in reading order: each starts when the one before has
-    fetched everything (the first at once); ``close()`` stops those still running or waiting."""
+    fetched everything and is being read (the first at once); ``close()`` stops those still
+    running or waiting."""
 
     def __init__(self) -> None:
         self._pumps: list[Pump] = []
 
     def add(self, pump: Pump) -> None:
         if self._pumps:
-            self._pumps[-1].then = pump.start
+            last = self._pumps[-1]
+            with last._lock:
+                last.then = pump.start
+            last._step()  # the one before may be fetched and read already
         else:
             pump.start()
         self._pumps.append(pump)

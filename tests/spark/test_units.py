@@ -285,11 +285,21 @@ def test_a_chained_range_is_fetched_while_the_one_before_is_still_read() -> None
     third = pumped(_fetcher([[7]], s3), "t3", chain=chain)
     assert s1.wait(10)  # the first range's fetcher starts when it is added
     assert next(first) == 1
-    # the first fetcher put everything: the second starts before anyone reads it, the third
-    # once the second has fetched all (within its read-ahead depth)
-    assert s2.wait(10) and s3.wait(10)
-    assert list(first) == [2, 3] and list(second) == [4, 5, 6] and list(third) == [7]
+    # the first is fetched and being read: the second starts before anyone reads it
+    assert s2.wait(10)
+    _ended("t2")  # the second has fetched all, but nobody reads it yet: the third waits
+    assert not s3.is_set()
+    assert list(first) == [2, 3] and next(second) == 4
+    assert s3.wait(10)
+    assert list(second) == [5, 6] and list(third) == [7]
     chain.close()
+
+
+def _ended(name: str) -> None:
+    for t in threading.enumerate():
+        if t.name == name:
+            t.join(10)
+            assert not t.is_alive()
 
 
 def test_a_chain_closed_early_stops_its_fetchers_and_an_error_starts_no_next() -> None:
