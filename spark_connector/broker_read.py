@@ -18,7 +18,8 @@ import pyarrow as pa
 from .entries import EntryDecoder
 from .errors import PulsarConnectorError
 from .positions import EARLIEST, Pos
-from .pump import Put, pumped
+from .pump import FetchChain, Put, pumped
+from .task_trace import mark
 from .topic_names import partition_index
 from .value_schema import ValueSchema
 from .writer_schemas import fetch_from_broker, missing_versions
@@ -70,7 +71,7 @@ def _entry_consumer_class() -> Any:
 def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeout_ms: int,
                batch_rows: int, starting_time: int | None = None, ending_time: int | None = None,
                client_conf: dict[str, Any] | None = None, reader_conf: dict[str, Any] | None = None,
-               value_schema: ValueSchema | None = None) -> Iterator[pa.RecordBatch]:
+               value_schema: ValueSchema | None = None, chain: FetchChain | None = None) -> Iterator[pa.RecordBatch]:
     partition = partition_index(topic)
     # the last entry inside [start, end): reaching it ends the read without asking the broker
     if end.batch_index >= 0:
@@ -98,6 +99,7 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
         async with AsyncClient(service_url, **{"operation_timeout_seconds": 30, **(client_conf or {})}) as client:
             consumer = entry_consumer(client._ctx, topic, cfg, partition=partition)
             await client._ctx.start_child(consumer)
+            mark("subscribed")
             # no CLOSE_CONSUMER at the end (a round trip of 15-25 ms after the last entry, on the
             # task's critical path): the client closes the connection, which drops the consumer
             # and its non-durable subscription at the broker
@@ -124,8 +126,9 @@ def read_range(service_url: str, topic: str, start: Pos, end: Pos, *, poll_timeo
                                             versions)
                 await put(got)
                 if (ledger, entry) >= (end.ledger_id, end.entry_id) or (ledger, entry) == last_entry:
+                    mark("fetched")
                     return
 
     decoder = EntryDecoder(topic, partition, start, end, starting_time=starting_time, ending_time=ending_time,
                            value_schema=value_schema)
-    return decoder.batches(pumped(fetch, "pulsar-broker-read"), batch_rows)
+    return decoder.batches(pumped(fetch, "pulsar-broker-read", chain=chain), batch_rows)

@@ -18,7 +18,8 @@ from metadata.store import MetadataStore
 
 from .positions import Pos
 from .entries import EntryDecoder
-from .pump import Put, pumped
+from .pump import FetchChain, Put, pumped
+from .task_trace import mark
 from .topic_names import partition_index
 from .value_schema import ValueSchema
 from .writer_schemas import fetch_from_store, missing_versions
@@ -46,7 +47,7 @@ def _ledger_ranges(ledgers: tuple, start: Pos, end: Pos) -> list[tuple[int, int,
 
 def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledgers: tuple, *, batch_rows: int,
                       starting_time: int | None = None, ending_time: int | None = None,
-                      password: bytes = b"", value_schema: ValueSchema | None = None) -> Iterator[pa.RecordBatch]:
+                      password: bytes = b"", value_schema: ValueSchema | None = None, chain: FetchChain | None = None) -> Iterator[pa.RecordBatch]:
     from bookie.client import BookKeeper
     from clients.protocol.frames import parse_entry
     from bookie.client.config import ClientConfig
@@ -66,6 +67,7 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
             async with BookKeeper(store, ClientConfig()) as bk:
                 for lid, first, last, chunk in _ledger_ranges(ledgers, start, end):
                     lh = await bk.open_ledger(lid, password, recovery=False)
+                    mark("ledger_open")
                     try:
                         for lo in range(first, last + 1, chunk):
                             if stop.is_set():
@@ -80,9 +82,10 @@ def read_range_direct(metadata_url: str, topic: str, start: Pos, end: Pos, ledge
                             await put(items)
                     finally:
                         await lh.close()
+                mark("fetched")
         finally:
             await store.close()
 
     decoder = EntryDecoder(topic, partition, start, end, starting_time=starting_time, ending_time=ending_time,
                            value_schema=value_schema)
-    return decoder.batches(pumped(fetch, "pulsar-direct-read"), batch_rows)
+    return decoder.batches(pumped(fetch, "pulsar-direct-read", chain=chain), batch_rows)

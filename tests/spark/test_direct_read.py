@@ -66,3 +66,33 @@ def check_same_rows(spark: Any, cluster: Any, zk_url: str, topic: str) -> None:
     assert len(direct) == len(sent)
     assert direct == broker
     assert rows("direct", entriesPerPartition="7") == broker  # many small ranges
+
+
+def test_packed_tasks_are_cut_even_and_both_modes_read_the_same_rows(spark: Any, pulsar_node: Any) -> None:
+    """Partitions of 50/20/10/20% of the rows packed into two tasks would be 70/30; the plan cuts
+    the second partition at an entry so both tasks read about half, in either read mode."""
+    from tests.spark.conftest import admin_call, create_partitioned
+
+    topic, counts = "spark-even-tasks", [500, 200, 100, 200]
+    create_partitioned(pulsar_node, topic, 4)
+    c = pulsar_node.client()
+    try:
+        for i, n in enumerate(counts):
+            p = c.create_producer(f"persistent://public/default/{topic}-partition-{i}", batching_enabled=True,
+                                  batching_max_messages=10, batching_max_publish_delay_ms=1000)
+            for j in range(n):
+                p.send_async(b"%d-%04d-" % (i, j) + b"x" * 100, None)
+            p.flush()
+            p.close()
+    finally:
+        c.close()
+    total = sum(int(li.get("size", 0)) for i in range(4) for li in admin_call(  # type: ignore[attr-defined]
+        pulsar_node, "GET", f"/admin/v2/persistent/public/default/{topic}-partition-{i}/internalStats")["ledgers"])
+    sent = sorted(b"%d-%04d-" % (i, j) + b"x" * 100 for i, n in enumerate(counts) for j in range(n))
+    for mode in ("broker", "direct"):
+        df = (spark.read.format("pulsar").option("service.url", pulsar_node.url).option("admin.url", pulsar_node.admin)
+              .option("topic", topic).option("readMode", mode).option("bytesPerPartition", str(total * 3 // 4))
+              .option("metadata.url", f"rocksdb://{pulsar_node.data_dir / 'metadata'}").load())
+        per_task = df.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+        assert len(per_task) == 2 and abs(per_task[0] - per_task[1]) <= 100, per_task  # not 700 / 300
+        assert sorted(bytes(r.value) for r in df.collect()) == sent
