@@ -36,15 +36,14 @@ class PackedPartition(InputPartition):
 def plan_batch(opts: PulsarOptions) -> list[RangePartition | PackedPartition]:
     # imported here: executors unpickle this module but never plan (the admin client loads httpx)
     from .admin import AdminClient
-    from .planner import advance, check_data_loss, entries_between, even_packs, pack_ranges, partition_info, \
+    from .planner import advance, check_data_loss, entries_between, even_packs, pack_ranges, partition_infos, \
         range_bytes, resolve_end, resolve_start, resolve_topics, split_ranges, topic_partitions
 
     admin = AdminClient.for_options(opts)
     ranges: list[tuple[PartitionInfo, Pos, Pos]] = []
     sizes: list[tuple[int, int]] = []
     known = True
-    for tp in topic_partitions(resolve_topics(opts, admin), admin):
-        info = partition_info(admin, tp)
+    for tp, info in partition_infos(admin, topic_partitions(resolve_topics(opts, admin), admin)).items():
         end = resolve_end(opts.ending_offsets, tp, info)
         if end is None:
             continue

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .admin import PARTITION_SUFFIX, AdminClient, full_topic_name
 from .errors import PulsarAdminError, PulsarDataLossError
@@ -16,6 +19,24 @@ from .options import PulsarOptions
 from .positions import EARLIEST, LATEST, Pos, after
 
 log = logging.getLogger(__name__)
+
+# Admin requests of one planning step in flight at once: a topic of many partitions is planned
+# in the time of a few round trips, not one per partition (the driver repeats it every
+# micro-batch of a stream).
+PLANNING_CONCURRENCY = 8
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def concurrently(fn: "Callable[[_T], _R]", items: "Sequence[_T]") -> list[_R]:
+    """``[fn(x) for x in items]`` with up to PLANNING_CONCURRENCY calls at once (in order; the
+    first error is raised, as the loop would). The admin client's ``httpx.Client`` is shared
+    between the threads, which it allows."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(min(PLANNING_CONCURRENCY, len(items)), thread_name_prefix="quire-plan") as pool:
+        return list(pool.map(fn, items))
 
 
 @dataclass(frozen=True)
@@ -70,10 +91,14 @@ def resolve_topics(opts: PulsarOptions, admin: AdminClient) -> list[str]:
 
 def topic_partitions(topics: list[str], admin: AdminClient) -> list[str]:
     out: list[str] = []
-    for t in topics:
-        n = admin.partitions(t)
+    for t, n in zip(topics, concurrently(admin.partitions, topics)):
         out.extend([f"{t}{PARTITION_SUFFIX}{i}" for i in range(n)] if n > 0 else [t])
     return out
+
+
+def partition_infos(admin: AdminClient, tps: list[str]) -> dict[str, PartitionInfo]:
+    """:func:`partition_info` of each topic-partition, asked concurrently (in ``tps``'s order)."""
+    return dict(zip(tps, concurrently(lambda tp: partition_info(admin, tp), tps)))
 
 
 def partition_info(admin: AdminClient, tp: str) -> PartitionInfo:

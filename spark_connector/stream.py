@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from .admin import AdminClient
 from .batch import RangePartition, read_partition
 from .options import PulsarOptions
-from .planner import PartitionInfo, advance, check_data_loss, partition_info, resolve_start, \
+from .planner import PartitionInfo, advance, check_data_loss, partition_info, partition_infos, resolve_start, \
     resolve_topics, split_ranges, topic_partitions
 from .positions import EARLIEST, Pos
 
@@ -54,7 +54,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _refresh(self) -> dict[str, PartitionInfo]:
         admin = self._admin()
-        self._infos = {tp: partition_info(admin, tp) for tp in topic_partitions(resolve_topics(self.opts, admin), admin)}
+        self._infos = partition_infos(admin, topic_partitions(resolve_topics(self.opts, admin), admin))
         return self._infos
 
     def _subscribe(self, sub: str, tp: str, at: Pos) -> None:

@@ -341,3 +341,38 @@ def test_packed_tasks_are_evened_out_by_cutting_a_range_at_an_entry() -> None:
         assert [(i, j) for i, j, _ in got] == sorted((i, j) for i, j, _ in got)
         assert all(k > j for _, j, k in got)
         assert {i: sum(k - j for ii, j, k in got if ii == i) for i in range(4)} == {i: n for i, (_, n) in enumerate(parts)}
+
+
+class _BarrierAdmin:
+    """An admin client whose calls meet at a barrier: serial calls would never get past it."""
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def partitions(self, topic: str) -> int:
+        self.barrier.wait()
+        return {"persistent://public/default/a": 2, "persistent://public/default/b": 0}[topic]
+
+    def internal_stats(self, tp: str) -> dict:
+        self.barrier.wait()
+        if tp.endswith("bad"):
+            raise RuntimeError(f"no stats of {tp}")
+        n = int(tp[-1]) if tp[-1].isdigit() else 9
+        return {"ledgers": [{"ledgerId": n, "entries": 3, "size": 30}], "cursors": {}, "lastConfirmedEntry": f"{n}:2"}
+
+
+def test_planning_asks_the_admin_api_for_all_partitions_at_once_and_keeps_their_order() -> None:
+    from spark_connector.planner import partition_infos, topic_partitions
+
+    admin = _BarrierAdmin(2)  # both partition counts are asked before either is answered
+    tps = topic_partitions(["persistent://public/default/a", "persistent://public/default/b"], admin)  # type: ignore[arg-type]
+    assert tps == ["persistent://public/default/a-partition-0", "persistent://public/default/a-partition-1",
+                   "persistent://public/default/b"]
+    admin = _BarrierAdmin(3)  # the three stats calls are in flight together
+    infos = partition_infos(admin, tps)  # type: ignore[arg-type]
+    assert list(infos) == tps
+    assert [infos[tp].end for tp in tps] == [after(Pos(0, 2)), after(Pos(1, 2)), after(Pos(9, 2))]
+    assert infos[tps[1]].ledgers == ((1, 3, 30),)
+    admin = _BarrierAdmin(2)
+    with pytest.raises(RuntimeError, match="no stats of t-bad"):  # an error is the planner's, as before
+        partition_infos(admin, ["t-bad", "t-partition-0"])  # type: ignore[arg-type]
