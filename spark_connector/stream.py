@@ -23,8 +23,8 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from .admin import AdminClient
 from .batch import RangePartition, read_partition
 from .options import PulsarOptions
-from .planner import PartitionInfo, advance, check_data_loss, partition_info, partition_infos, resolve_start, \
-    resolve_topics, split_ranges, topic_partitions
+from .planner import PartitionInfo, advance, check_data_loss, concurrently, partition_info, partition_infos, \
+    resolve_start, resolve_topics, split_ranges, topic_partitions
 from .positions import EARLIEST, Pos
 
 try:  # Spark >= 4.2: read limits and Trigger.AvailableNow for Python sources
@@ -148,13 +148,16 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         query reads), so its backlog is what the query has not processed yet."""
         sub = end.get("subscription", self.subscription)
         admin = self._admin()
-        for tp, text in end.get("offsets", {}).items():
-            pos = Pos.parse(text)
-            if pos == EARLIEST or self._committed.get((sub, tp)) == pos:
-                continue
+        moves = [(tp, pos) for tp, pos in ((tp, Pos.parse(text)) for tp, text in end.get("offsets", {}).items())
+                 if pos != EARLIEST and self._committed.get((sub, tp)) != pos]
+
+        def move(item: tuple[str, Pos]) -> None:
+            tp, pos = item
             self._subscribe(sub, tp, EARLIEST)
             admin.reset_cursor(tp, sub, pos.ledger_id, pos.entry_id)
             self._committed[(sub, tp)] = pos
+
+        concurrently(move, moves)  # each partition's subscription on its own: all at once
 
     def stop(self) -> None:
         pass  # the subscription outlives the query run on purpose (see the module docstring)

@@ -376,3 +376,31 @@ def test_planning_asks_the_admin_api_for_all_partitions_at_once_and_keeps_their_
     admin = _BarrierAdmin(2)
     with pytest.raises(RuntimeError, match="no stats of t-bad"):  # an error is the planner's, as before
         partition_infos(admin, ["t-bad", "t-partition-0"])  # type: ignore[arg-type]
+
+
+def test_a_stream_commit_moves_every_partitions_subscription_at_once_and_only_what_moved() -> None:
+    from spark_connector.stream import PulsarStreamReader
+
+    class Admin:
+        def __init__(self) -> None:
+            self.barrier = threading.Barrier(3, timeout=10)  # serial resets would never pass it
+            self.calls: list[tuple[str, str, int, int]] = []
+
+        def create_subscription(self, tp: str, sub: str, ledger: int, entry: int) -> None:
+            self.calls.append(("create", tp, ledger, entry))
+
+        def reset_cursor(self, tp: str, sub: str, ledger: int, entry: int) -> None:
+            self.barrier.wait()
+            self.calls.append(("reset", tp, ledger, entry))
+
+    admin = Admin()
+    reader = PulsarStreamReader(parse_options({"service.url": "pulsar://127.0.0.1:1", "admin.url": "http://127.0.0.1:1",
+                                               "topic": "t"}, purpose="read", streaming=True))
+    reader._admin = lambda: admin  # type: ignore[method-assign]
+    offsets = {f"t-partition-{i}": str(Pos(5, i)) for i in range(3)}
+    reader.commit({"subscription": "s", "offsets": {**offsets, "t-partition-3": str(EARLIEST)}})
+    assert sorted(c for c in admin.calls if c[0] == "reset") == [("reset", f"t-partition-{i}", 5, i) for i in range(3)]
+    assert len([c for c in admin.calls if c[0] == "create"]) == 3  # each subscribed once, from the start
+    admin.calls.clear()
+    reader.commit({"subscription": "s", "offsets": offsets})  # nothing moved: nothing asked
+    assert admin.calls == []
