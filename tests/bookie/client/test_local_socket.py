@@ -9,6 +9,7 @@ from bookie.client import BookKeeper, LedgerState
 from bookie.client.bookie_connection import BookieConnection
 from bookie.client.distribution import CLIENT_CONNECTION_LOST, CLIENT_TIMEOUT
 from bookie.protocol import Op, Request
+from metadata.errors import NotFoundError
 from metadata.values import pack, unpack
 from quire import local_socket
 from tests.bookie.client.conftest import fast_config
@@ -20,6 +21,14 @@ from tests.bookie.client.real_cluster import start_bookies, wait_registered, zk_
 async def _registration(store, bookie_id: str) -> dict:
     data, _ = await store.get(f"/ledgers/available/{bookie_id}")
     return unpack(data)
+
+
+async def _registration_if_any(store, bookie_id: str) -> dict:
+    """The registration, or {} between the old session's node going and the new one coming."""
+    try:
+        return await _registration(store, bookie_id)
+    except NotFoundError:
+        return {}
 
 
 async def test_local_bookies_are_reached_over_their_unix_socket(zk_store, zk_url, quire_procs, tmp_path):
@@ -44,8 +53,8 @@ async def test_local_bookies_are_reached_over_their_unix_socket(zk_store, zk_url
         await local.restart()
         await wait_registered(zk_store, {local.bookie_id})
         with trio.fail_after(30):
-            while (await _registration(zk_store, local.bookie_id)).get("local_socket") in (None, first):
-                await trio.sleep(0.1)  # the old session's node until the new one replaces it
+            while (await _registration_if_any(zk_store, local.bookie_id)).get("local_socket") in (None, first):
+                await trio.sleep(0.1)  # the old session's node (or none) until the new one replaces it
         # The old connection broke: the next add reconnects (the new socket), or the handle
         # replaced the bookie; either way, nothing acknowledged is lost.
         for i in range(20, 40):
