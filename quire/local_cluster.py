@@ -34,10 +34,20 @@ class ClusterStartError(click.ClickException):
     """A process of the cluster did not come up (the message names it and its log)."""
 
 
+_handed_out: set[int] = set()  # ports this process chose already (its children bind them later)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port not handed out before: the kernel may give a port it just gave
+    again once its probe socket closed, and our children bind their ports only later (two
+    brokers once got the same one)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def ports(base: int, n: int) -> list[int]:
