@@ -28,6 +28,7 @@ from broker.receipt_frame import send_receipt_frame  # noqa: E402
 from clients.protocol import commands as C  # noqa: E402
 from clients.protocol import frames  # noqa: E402
 from clients.protocol import pulsar_api_pb2 as pb  # noqa: E402
+from quire.varint import decode_varint  # noqa: E402
 
 _TWO_U32 = struct.Struct(">II")
 _SEND_PREFIX = b"\x08\x06\x32"  # BaseCommand{type = SEND, send = ...}
@@ -47,18 +48,10 @@ def lone_send_ids(data: bytes) -> tuple[int, int, int] | None:
     pid = seq = -1
     pos = 12
     while pos + 1 < end:
-        tag, value = data[pos], data[pos + 1]
-        if value >= 0x80:  # a longer varint: decode it
-            value, shift, pos = 0, 0, pos + 1
-            while True:
-                b = data[pos]
-                value |= (b & 0x7F) << shift
-                pos += 1
-                shift += 7
-                if b < 0x80:
-                    break
-        else:
-            pos += 2
+        tag = data[pos]
+        value, pos = decode_varint(data, pos + 1, end)
+        if pos < 0:
+            return None
         if tag == 0x08:
             pid = value
         elif tag == 0x10:

@@ -36,7 +36,7 @@ class PackedPartition(InputPartition):
 def plan_batch(opts: PulsarOptions) -> list[RangePartition | PackedPartition]:
     # imported here: executors unpickle this module but never plan (the admin client loads httpx)
     from .admin import AdminClient
-    from .planner import advance, check_data_loss, entries_between, even_packs, pack_ranges, partition_infos, \
+    from .planner import advance, check_data_loss, entries_between, even_packs, pack_ranges, packs_fit, partition_infos, \
         range_bytes, resolve_end, resolve_start, resolve_topics, split_ranges, topic_partitions
 
     admin = AdminClient.for_options(opts)
@@ -59,9 +59,7 @@ def plan_batch(opts: PulsarOptions) -> list[RangePartition | PackedPartition]:
     if known and 1 < len(packs) < len(ranges):
         # ranges were packed: as many tasks, but of equal bytes (cut inside a range if need be)
         even = even_packs(sizes, len(packs), max(1, sum(n for _, n in sizes) // len(packs) // 32))
-        if len(even) == len(packs) and all(
-                sum(sizes[i][0] * (k - j) // max(sizes[i][1], 1) for i, j, k in t) <= opts.bytes_per_partition
-                and sum(k - j for _, j, k in t) <= opts.entries_per_partition for t in even):
+        if len(even) == len(packs) and packs_fit(even, sizes, opts.bytes_per_partition, opts.entries_per_partition):
             tasks = even
 
     def piece(i: int, first: int, stop: int) -> RangePartition:

@@ -259,6 +259,14 @@ def even_packs(sizes: list[tuple[int, int]], tasks: int, min_piece: int) -> list
     return [t for t in out if t]
 
 
+def packs_fit(tasks: list[list[tuple[int, int, int]]], sizes: list[tuple[int, int]], max_bytes: int,
+              max_entries: int) -> bool:
+    """Whether every task of ``(range index, first, end)`` pieces stays within a task's bytes (a
+    piece's share of its range's bytes) and entries."""
+    return all(sum(sizes[i][0] * (k - j) // max(sizes[i][1], 1) for i, j, k in t) <= max_bytes
+               and sum(k - j for _, j, k in t) <= max_entries for t in tasks)
+
+
 def resolve_start(spec: object, tp: str, info: PartitionInfo) -> Pos:
     if spec == "earliest":
         return EARLIEST

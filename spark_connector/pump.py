@@ -34,7 +34,7 @@ class Pump:
         self._lock = threading.Lock()
         self._started = self._closed = self._fetched = self._reading = False
         # called once the fetcher has fetched all and the reader has begun reading (the next range's start)
-        self.then: Callable[[], None] | None = None
+        self._then: Callable[[], None] | None = None
 
     def start(self) -> None:
         with self._lock:
@@ -62,15 +62,21 @@ class Pump:
         self._step(fetched=True)
         self._chunks.put(None)
 
+    def then_start(self, nxt: "Pump") -> None:
+        """Start ``nxt`` once this one is fetched and being read (at once if it is already)."""
+        with self._lock:
+            self._then = nxt.start
+        self._step()
+
     def _step(self, *, fetched: bool = False, reading: bool = False) -> None:
         """Start the next range once this one is both fetched and being read (whichever is last):
         a range fetched but not yet read does not pull the one after it in."""
         with self._lock:
             self._fetched = self._fetched or fetched
             self._reading = self._reading or reading
-            then = self.then if self._fetched and self._reading and not self._stop.is_set() else None
+            then = self._then if self._fetched and self._reading and not self._stop.is_set() else None
             if then is not None:
-                self.then = None
+                self._then = None
         if then is not None:
             then()
 
@@ -119,10 +125,7 @@ class FetchChain:
 
     def add(self, pump: Pump) -> None:
         if self._pumps:
-            last = self._pumps[-1]
-            with last._lock:
-                last.then = pump.start
-            last._step()  # the one before may be fetched and read already
+            self._pumps[-1].then_start(pump)
         else:
             pump.start()
         self._pumps.append(pump)
